@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Installs what sluice needs to build, on Debian 12 (or a similar
+# Debian/Ubuntu), and checks that the kernel allows io_uring.
+#
+#   scripts/deps.sh            run it directly, or
+#   source scripts/deps.sh     and call sluice_deps (what the other scripts do)
+#
+# Only missing packages are installed, with apt-get (through sudo when not
+# root). SLUICE_SKIP_DEPS=1 skips the package step.
+set -euo pipefail
+
+SLUICE_PACKAGES=(
+  build-essential g++ cmake ninja-build pkg-config ccache
+  liburing-dev libboost-context-dev libboost-dev libfmt-dev catch2
+  libcli11-dev
+)
+
+sluice_deps_packages() {
+  if [[ "${SLUICE_SKIP_DEPS:-0}" == 1 ]]; then
+    echo "==> deps: SLUICE_SKIP_DEPS=1, not checking packages"
+    return 0
+  fi
+  if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    echo "==> deps: not a Debian/Ubuntu system (no dpkg/apt-get); install these" \
+         "(or their equivalents) yourself: ${SLUICE_PACKAGES[*]}" >&2
+    return 0
+  fi
+
+  local missing=() pkg status
+  for pkg in "${SLUICE_PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    if [[ "$status" != "install ok installed" ]]; then
+      missing+=("$pkg")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    echo "==> deps: all ${#SLUICE_PACKAGES[@]} packages installed"
+    return 0
+  fi
+
+  echo "==> deps: installing missing packages: ${missing[*]}"
+  local sudo=()
+  if [[ "$(id -u)" != 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo=(sudo)
+    else
+      echo "error: missing packages (${missing[*]}), and this is neither root" \
+           "nor is sudo available. As root, run:" >&2
+      echo "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+      return 1
+    fi
+  fi
+  "${sudo[@]}" apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+sluice_deps_kernel() {
+  local knob=/proc/sys/kernel/io_uring_disabled value
+  if [[ ! -r "$knob" ]]; then
+    # Kernels before 6.6 have no such switch; io_uring is on unless seccomp
+    # (e.g. a container runtime's default profile) blocks it.
+    return 0
+  fi
+  value=$(<"$knob")
+  if [[ "$value" != 0 ]]; then
+    echo "WARNING: kernel.io_uring_disabled = $value, so io_uring is" \
+         "restricted (1: only for the io_uring_group, 2: for everyone)." >&2
+    echo "WARNING: sluice's executors and tests need io_uring; enable it with" \
+         "'sudo sysctl kernel.io_uring_disabled=0'." >&2
+  else
+    echo "==> deps: kernel.io_uring_disabled = 0 (io_uring allowed)"
+  fi
+}
+
+sluice_deps() {
+  sluice_deps_packages
+  sluice_deps_kernel
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  sluice_deps
+fi

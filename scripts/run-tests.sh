@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Builds sluice and runs every check CI runs:
+#   1. Release build (Ninja) and the Catch2 tests through ctest;
+#   2. install into a temporary prefix, then build and run a consumer project
+#      (tests/install) against the installed CMake package;
+#   3. an ASan+UBSan build (-O1 -g, tests only) and the tests again.
+#
+# Environment:
+#   SLUICE_BUILD_DIR=<dir>  base of the build trees (default: <repo>/build)
+#   SLUICE_SKIP_ASAN=1      skip step 3
+#   SLUICE_JOBS=<n>         parallelism (default: nproc)
+#   SLUICE_TEST_TIMEOUT=<s> per-test-case timeout (default: 300)
+#   SLUICE_SKIP_DEPS=1      don't check/install Debian packages
+#   CXX=clang++-14          pick the compiler (on a fresh build tree)
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+# shellcheck source=scripts/deps.sh
+source "$repo/scripts/deps.sh"
+
+build_base=${SLUICE_BUILD_DIR:-$repo/build}
+jobs=${SLUICE_JOBS:-$(nproc)}
+test_timeout=${SLUICE_TEST_TIMEOUT:-300}
+start=$SECONDS
+step="setup"
+tmp=""
+
+finish() {
+  local rc=$?
+  if [[ -n "$tmp" ]]; then rm -rf "$tmp"; fi
+  if ((rc != 0)); then
+    echo "run-tests: FAILED during: $step (exit $rc, after $((SECONDS - start))s)" >&2
+  fi
+}
+trap finish EXIT
+
+say() { echo; echo "==> [$((SECONDS - start))s] $*"; }
+count_tests() { ctest --test-dir "$1" -N | sed -n 's/^Total Tests: //p'; }
+
+step="dependencies"
+say "checking dependencies"
+sluice_deps
+
+# ---- 1. release build and tests -------------------------------------------
+release="$build_base/release"
+step="release configure"
+say "configuring Release build in $release"
+cmake -S "$repo" -B "$release" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DSLUICE_TEST_TIMEOUT="$test_timeout"
+
+step="release build"
+say "building Release (-j$jobs)"
+cmake --build "$release" -j "$jobs"
+
+step="release tests"
+say "running tests (Release, -j$jobs)"
+ctest --test-dir "$release" --output-on-failure --no-tests=error -j "$jobs"
+release_tests=$(count_tests "$release")
+
+# ---- 2. installed package, used by a consumer project ----------------------
+step="install consumer"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-install.XXXXXX")
+prefix="$tmp/prefix"
+say "installing into $prefix"
+cmake --install "$release" --prefix "$prefix"
+
+say "building tests/install against the installed package"
+cmake -S "$repo/tests/install" -B "$tmp/consumer" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"
+cmake --build "$tmp/consumer" -j "$jobs"
+
+say "running the consumer"
+"$tmp/consumer/consumer"
+if [[ -x "$prefix/bin/sluice" ]]; then
+  say "running the installed tool: sluice --version"
+  "$prefix/bin/sluice" --version
+fi
+install_result="ok"
+
+# ---- 3. sanitizers ---------------------------------------------------------
+asan_result="skipped (SLUICE_SKIP_ASAN=1)"
+if [[ "${SLUICE_SKIP_ASAN:-0}" != 1 ]]; then
+  asan="$build_base/asan"
+  step="asan configure"
+  say "configuring ASan+UBSan build in $asan"
+  # No NDEBUG here: assertions stay on under the sanitizers.
+  cmake -S "$repo" -B "$asan" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DSLUICE_SANITIZE=ON -DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_APPS=OFF \
+    -DSLUICE_TEST_TIMEOUT="$test_timeout"
+
+  step="asan build"
+  say "building ASan+UBSan (-j$jobs)"
+  cmake --build "$asan" -j "$jobs"
+
+  step="asan tests"
+  say "running tests under ASan+UBSan (-j$jobs)"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$asan" --output-on-failure --no-tests=error -j "$jobs"
+  asan_result="$(count_tests "$asan") tests passed"
+fi
+
+step="summary"
+echo
+echo "run-tests: PASSED in $((SECONDS - start))s — release: $release_tests tests passed;" \
+     "install consumer: $install_result; asan+ubsan: $asan_result"
