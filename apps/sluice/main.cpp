@@ -1,31 +1,116 @@
-// Placeholder for the sluice command-line tool, so the build, install and
-// demo script work end to end. The apps authors replace this file.
+// The sluice command-line tool.
+//
+//   sluice --version
+//   sluice bench --list            the benchmarks and what they measure
+//   sluice bench <name> [--json] [--runs N] [bench options]
+//   sluice demo [options]          an echo server and clients on the runtime, with a summary
+
+#include "demo.hpp"
 
 #include <sluice/runtime/version.hpp>
+
+// The benchmark library is optional (SLUICE_BUILD_BENCH); its include directory comes with it.
+#if __has_include(<bench.hpp>)
+#include <bench.hpp>
+#define SLUICE_HAVE_BENCH 1
+#else
+#define SLUICE_HAVE_BENCH 0
+#endif
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <exception>
 #include <string>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+#if SLUICE_HAVE_BENCH
+struct bench_command {
+  sluice::bench::benchmark* bench;
+  CLI::App* command;
+};
+
+void add_bench_option(CLI::App& command, const sluice::bench::option& o) {
+  std::visit(
+      [&](auto* target) {
+        using T = std::remove_pointer_t<decltype(target)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          command.add_flag(o.flags, *target, o.help);
+        } else {
+          command.add_option(o.flags, *target, o.help)->capture_default_str();
+        }
+      },
+      o.target);
+}
+
+void print_bench_list() {
+  fmt::print("benchmarks (run one with `sluice bench <name>`, options with `sluice bench <name> --help`):\n");
+  for (auto* b : sluice::bench::registered()) fmt::print("  {:<8} {}\n", b->name(), b->description());
+}
+#endif
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"sluice: streaming jobs on io_uring coroutines"};
   app.set_version_flag("--version", std::string(sluice::runtime::version()));
+  app.require_subcommand(0, 1);
 
-  CLI::App* bench = app.add_subcommand("bench", "Run the benchmarks");
-  bench->allow_extras();
-  CLI::App* demo = app.add_subcommand("demo", "Run the demo job");
-  demo->allow_extras();
+  // --- bench ---
+  CLI::App* bench = app.add_subcommand("bench", "Run a benchmark: a figure beside a baseline measured in the same run");
+  bool list = false;
+  bench->add_flag("--list", list, "List the benchmarks");
+  bench->require_subcommand(0, 1);
+#if SLUICE_HAVE_BENCH
+  sluice::bench::common_options common;
+  std::vector<bench_command> bench_commands;
+  for (auto* b : sluice::bench::registered()) {
+    CLI::App* command = bench->add_subcommand(std::string(b->name()), std::string(b->description()));
+    command->add_option("--runs", common.runs, "Measurements of figure and baseline each; the median is reported")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, 1000u));
+    command->add_flag("--json", common.json, "Print one JSON object per result");
+    for (const auto& o : b->options()) add_bench_option(*command, o);
+    bench_commands.push_back({b, command});
+  }
+#endif
+
+  // --- demo ---
+  CLI::App* demo = app.add_subcommand("demo", "Run an echo server and clients on the runtime, then print what they did");
+  sluice::apps::demo_options demo_opts;
+  sluice::apps::add_demo_options(*demo, demo_opts);
 
   CLI11_PARSE(app, argc, argv);
 
   if (bench->parsed()) {
-    fmt::print("no benchmarks yet\n");
+#if SLUICE_HAVE_BENCH
+    for (auto& bc : bench_commands) {
+      if (!bc.command->parsed()) continue;
+      try {
+        bc.bench->run(common, sluice::bench::reporter{common.json});
+        return 0;
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "sluice bench {}: {}\n", bc.bench->name(), e.what());
+        return 1;
+      }
+    }
+    print_bench_list();
     return 0;
+#else
+    fmt::print(stderr, "sluice bench: this build has no benchmarks (configure with -DSLUICE_BUILD_BENCH=ON)\n");
+    return 1;
+#endif
   }
   if (demo->parsed()) {
-    fmt::print(stderr, "demo: not implemented yet\n");
-    return 1;
+    try {
+      return sluice::apps::run_demo(demo_opts);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "sluice demo: {}\n", e.what());
+      return 1;
+    }
   }
   fmt::print("{}", app.help());
   return 0;
