@@ -1,0 +1,124 @@
+#pragma once
+// The machinery under when_all, when_any and scope: a group of child coroutines that share one
+// stop source (linked to the parent's stop token) and are joined before the parent resumes.
+// Children run on the executor that starts them; they are started by scheduling (FIFO), and the
+// last one to finish hands control back to the joiner through the trampoline.
+
+#include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/task.hpp>
+
+#include <cassert>
+#include <coroutine>
+#include <exception>
+#include <optional>
+#include <stop_token>
+#include <type_traits>
+#include <variant>
+
+namespace sluice::runtime::detail {
+
+void log_extra_child_failure(std::exception_ptr error) noexcept;
+
+class group {
+ public:
+  group() = default;
+  group(const group&) = delete;
+  group& operator=(const group&) = delete;
+  ~group() { assert(live_ == 0 && "a group was destroyed with children still running"); }
+
+  std::stop_token const* token() const noexcept { return &token_; }
+  void request_stop() noexcept { source_.request_stop(); }
+  bool stop_requested() const noexcept { return token_.stop_requested(); }
+
+  // Forwards a stop of the parent to the children.
+  void link(std::stop_token parent) {
+    if (parent.stop_possible()) link_.emplace(std::move(parent), forward{&source_});
+  }
+
+  template <class Promise>
+  void start(std::coroutine_handle<Promise> child) {
+    child.promise().group_ = this;
+    child.promise().set_stop_token(&token_);
+    ++live_;
+    executor::current()->schedule(child);
+  }
+  void child_done() noexcept {
+    assert(live_ > 0);
+    if (--live_ == 0 && waiter_) transfer_to(std::exchange(waiter_, {}));
+  }
+  std::size_t live() const noexcept { return live_; }
+
+  // The first failure is kept (and stops the siblings); later ones are logged.
+  void fail(std::exception_ptr error) noexcept {
+    if (!error_) {
+      error_ = error;
+      request_stop();
+    } else {
+      log_extra_child_failure(error);
+    }
+  }
+  void rethrow_if_failed() {
+    if (error_) std::rethrow_exception(std::exchange(error_, {}));
+  }
+
+  struct join_awaiter {
+    group* self;
+    bool await_ready() const noexcept { return self->live_ == 0; }
+    void await_suspend(std::coroutine_handle<> h) noexcept { self->waiter_ = h; }
+    void await_resume() const noexcept {}
+  };
+  join_awaiter join() noexcept { return {this}; }
+
+ private:
+  struct forward {
+    std::stop_source* source;
+    void operator()() const noexcept { source->request_stop(); }
+  };
+  std::stop_source source_{};
+  std::stop_token token_{source_.get_token()};
+  std::optional<std::stop_callback<forward>> link_{};
+  std::size_t live_ = 0;
+  std::coroutine_handle<> waiter_{};
+  std::exception_ptr error_{};
+};
+
+// A child coroutine of a group. It frees its own frame when it finishes. A child that is never
+// started is destroyed by its owner.
+class group_child {
+ public:
+  struct promise_type : promise_base {
+    group* group_ = nullptr;
+    group_child get_return_object() noexcept {
+      return group_child{std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    struct final_awaiter {
+      bool await_ready() const noexcept { return false; }
+      void await_suspend(std::coroutine_handle<promise_type> h) noexcept {
+        group* g = h.promise().group_;
+        h.destroy();
+        g->child_done();
+      }
+      void await_resume() const noexcept {}
+    };
+    final_awaiter final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }  // bodies catch everything
+  };
+
+  explicit group_child(std::coroutine_handle<promise_type> h) noexcept : handle_(h) {}
+  group_child(group_child&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+  group_child& operator=(group_child&&) = delete;
+  ~group_child() {
+    if (handle_) handle_.destroy();
+  }
+  void start_in(group& g) { g.start(std::exchange(handle_, {})); }
+
+ private:
+  std::coroutine_handle<promise_type> handle_;
+};
+
+// void results become monostate in tuples and variants.
+template <class T>
+using value_or_monostate = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+}  // namespace sluice::runtime::detail

@@ -1,0 +1,65 @@
+#pragma once
+// The executor inbox: an intrusive, lock-free multi-producer single-consumer queue (Vyukov's).
+// Producers on any thread push with one atomic exchange; only the owning executor pops. A pop can
+// transiently see nothing while a producer is between its two steps; the consumer then tries again
+// on its next loop turn (it does not sleep, because `maybe_nonempty` still says yes).
+
+#include <atomic>
+
+namespace sluice::runtime::detail {
+
+struct inbox_node {
+  std::atomic<inbox_node*> next{nullptr};
+  void (*run)(inbox_node* self) noexcept = nullptr;
+};
+
+class mpsc_inbox {
+ public:
+  mpsc_inbox() noexcept : head_(&stub_), tail_(&stub_) {}
+  mpsc_inbox(const mpsc_inbox&) = delete;
+  mpsc_inbox& operator=(const mpsc_inbox&) = delete;
+
+  // Any thread.
+  void push(inbox_node* node) noexcept {
+    node->next.store(nullptr, std::memory_order_relaxed);
+    inbox_node* prev = head_.exchange(node, std::memory_order_acq_rel);
+    prev->next.store(node, std::memory_order_release);
+  }
+
+  // Owner only. Returns nullptr when empty (or when a push is half-way).
+  inbox_node* pop() noexcept {
+    inbox_node* tail = tail_;
+    inbox_node* next = tail->next.load(std::memory_order_acquire);
+    if (tail == &stub_) {
+      if (next == nullptr) return nullptr;
+      tail_ = next;
+      tail = next;
+      next = next->next.load(std::memory_order_acquire);
+    }
+    if (next != nullptr) {
+      tail_ = next;
+      return tail;
+    }
+    if (tail != head_.load(std::memory_order_acquire)) return nullptr;
+    push(&stub_);
+    next = tail->next.load(std::memory_order_acquire);
+    if (next != nullptr) {
+      tail_ = next;
+      return tail;
+    }
+    return nullptr;
+  }
+
+  // Owner only; seq_cst so that it pairs with the sleeping flag (see executor.cpp).
+  bool maybe_nonempty() const noexcept {
+    return tail_ != &stub_ || head_.load(std::memory_order_seq_cst) != &stub_ ||
+           stub_.next.load(std::memory_order_seq_cst) != nullptr;
+  }
+
+ private:
+  alignas(64) std::atomic<inbox_node*> head_;
+  alignas(64) inbox_node* tail_;
+  inbox_node stub_;
+};
+
+}  // namespace sluice::runtime::detail

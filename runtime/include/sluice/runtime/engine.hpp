@@ -1,0 +1,92 @@
+#pragma once
+// engine: N executors, each on its own thread with its own io_uring.
+//
+// - Default: one executor per CPU; optional pinning of executor i to CPU i.
+// - `block_on(t)` runs t on executor 0 and blocks the calling thread until it finishes.
+// - SIGINT/SIGTERM (when `handle_signals`) are blocked in every thread and read through a signalfd
+//   on executor 0's ring; the first one asks every executor to stop (tasks see their stop token).
+// - Destruction stops every executor, waits until their detached tasks and in-flight operations
+//   are done, and joins the threads: no frame and no descriptor is left behind.
+
+#include <sluice/runtime/executor.hpp>
+
+#include <csignal>
+#include <cstddef>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace sluice::runtime {
+
+struct engine_options {
+  // 0 means one per online CPU.
+  unsigned executors = 0;
+  bool pin_cpus = false;
+  bool handle_signals = true;
+  uring_options uring{};
+  unsigned batch_limit = 256;
+};
+
+class engine {
+ public:
+  explicit engine(engine_options options = {});
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  std::size_t size() const noexcept { return executors_.size(); }
+  executor& at(std::size_t index) const noexcept { return *executors_[index]; }
+
+  template <class T>
+  T block_on(task<T> t);
+
+  // Any thread: asks every executor to stop.
+  void request_stop() noexcept;
+  // The signal that stopped the engine (0 if none).
+  int stop_signal() const noexcept { return stop_signal_.load(); }
+  // Stops and joins every executor (idempotent; the destructor calls it).
+  void stop();
+
+ private:
+  void thread_main(std::size_t index, std::promise<executor*> ready);
+  task<void> watch_signals();
+
+  engine_options options_;
+  std::vector<executor*> executors_;
+  std::vector<std::thread> threads_;
+  void* barrier_ = nullptr;  // shutdown phases, shared by the executor threads
+  int signal_fd_ = -1;
+  sigset_t previous_mask_{};
+  std::atomic<int> stop_signal_{0};
+  bool stopped_ = false;
+};
+
+template <class T>
+T engine::block_on(task<T> t) {
+  std::promise<void> done;
+  auto finished = done.get_future();
+  std::optional<std::conditional_t<std::is_void_v<T>, int, T>> value;
+  std::exception_ptr error;
+  struct runner {
+    static task<void> run(task<T> t, decltype(value)* out, std::exception_ptr* err, std::promise<void>* done) {
+      try {
+        if constexpr (std::is_void_v<T>) {
+          co_await std::move(t);
+          out->emplace(0);
+        } else {
+          out->emplace(co_await std::move(t));
+        }
+      } catch (...) {
+        *err = std::current_exception();
+      }
+      done->set_value();
+    }
+  };
+  spawn_on(at(0), runner::run(std::move(t), &value, &error, &done));
+  finished.wait();
+  if (error) std::rethrow_exception(error);
+  if constexpr (!std::is_void_v<T>) return std::move(*value);
+}
+
+}  // namespace sluice::runtime

@@ -1,0 +1,52 @@
+#pragma once
+// io_awaitable: one backend operation awaited by a coroutine, cancellable through the awaiting
+// task's stop token.
+//
+// Cancellation, in the three cases that matter:
+// - stop requested before submission: the op is never submitted; the result is -ECANCELED.
+// - stop requested while in flight: an ASYNC_CANCEL op is submitted; the awaiter resumes only after
+//   the target's own completion AND the cancel's completion (so the op's memory is never reused
+//   while the kernel may still write to it). The result is whatever the target reported.
+// - stop requested after completion: nothing happens.
+// For ops that yield a file descriptor (accept, openat), an fd that arrives after a cancel was
+// requested is closed and the result becomes -ECANCELED, so no descriptor leaks.
+
+#include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/io_backend.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <coroutine>
+#include <cstdint>
+
+namespace sluice::runtime {
+
+class io_awaitable : public detail::stoppable_wait {
+ public:
+  explicit io_awaitable(const io_op& op, bool yields_fd = false) noexcept : op_(op), yields_fd_(yields_fd) {}
+
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) {
+    return start(h, detail::stop_token_of(h));
+  }
+  // >= 0 on success, -errno on failure (-ECANCELED when cancelled before it could run).
+  std::int32_t await_resume() const noexcept { return op_.result; }
+
+ protected:
+  bool start(std::coroutine_handle<> h, std::stop_token const* token);
+  io_op op_;
+
+ private:
+  void cancel_on_owner() noexcept override;
+  static void on_complete(io_op& op) noexcept;
+  static void on_cancel_complete(io_op& op) noexcept;
+
+  io_op cancel_op_{};
+  bool yields_fd_;
+};
+
+// Submits one operation and awaits its raw result. The building block of io/ and of timers.
+inline io_awaitable submit_op(const io_op& op, bool yields_fd = false) noexcept { return io_awaitable{op, yields_fd}; }
+
+}  // namespace sluice::runtime

@@ -1,0 +1,103 @@
+#pragma once
+// The I/O backend seam: an executor submits operations through an io_backend and receives their
+// completions from it. Production uses io_uring (make_uring_backend); tests use test_backend, which
+// lets a test decide completion order and inject results.
+//
+// Protocol:
+// - `submit(op)` accepts an operation; the backend owns it until it calls `op.complete(op)`, on the
+//   executor's thread, from within `poll`. The memory behind the op must stay valid until then.
+// - `poll(wait)` submits what was accepted (one kernel entry per call) and dispatches completions;
+//   with `wait`, it blocks until at least one completion arrives.
+// - A cancel op (`op_code::cancel`, `target` set) asks the backend to cancel `target`. The target
+//   still completes on its own (with -ECANCELED, or its real result if it won the race); the cancel
+//   op completes separately. A cancel completion is never the target's completion.
+// - At most `capacity()` operations are in flight; more wait in a FIFO backlog (never dropped), so
+//   the completion queue cannot overflow.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace sluice::runtime {
+
+enum class op_code : std::uint8_t {
+  nop,
+  read,       // fd, buf, len, offset
+  write,      // fd, buf, len, offset
+  fsync,      // fd
+  fdatasync,  // fd
+  openat,     // fd (dir), path, flags, mode
+  close,      // fd
+  renameat,   // fd (old dir), path, fd2 (new dir), path2
+  accept,     // fd, addr, addr_len (in/out), flags
+  connect,    // fd, addr, len (address length)
+  send,       // fd, buf, len, flags (MSG_*)
+  recv,       // fd, buf, len, flags (MSG_*)
+  shutdown,   // fd, flags (SHUT_*)
+  timeout,    // deadline (steady clock, absolute)
+  cancel,     // target
+};
+
+const char* to_string(op_code code) noexcept;
+
+struct io_op {
+  op_code code = op_code::nop;
+  int fd = -1;
+  int fd2 = -1;
+  std::uint32_t len = 0;
+  std::uint32_t flags = 0;
+  std::uint32_t mode = 0;
+  std::uint64_t offset = 0;
+  void* buf = nullptr;                 // data buffer, or sockaddr for accept/connect
+  const char* path = nullptr;          // openat/renameat
+  const char* path2 = nullptr;         // renameat
+  unsigned* addr_len = nullptr;        // accept (socklen_t*)
+  io_op* target = nullptr;             // cancel
+  std::chrono::steady_clock::time_point deadline{};  // timeout
+
+  // Filled by the backend: the result as the kernel reports it (>= 0, or -errno).
+  std::int32_t result = 0;
+  // Called exactly once, on the executor thread, inside poll().
+  void (*complete)(io_op& op) noexcept = nullptr;
+  void* user = nullptr;
+
+  // Backend bookkeeping.
+  io_op* next_ = nullptr;
+  std::uint64_t timespec_[2] = {0, 0};
+};
+
+class io_backend {
+ public:
+  virtual ~io_backend() = default;
+  virtual void submit(io_op& op) = 0;
+  // Returns the number of completions dispatched.
+  virtual unsigned poll(bool wait) = 0;
+  // Operations accepted and not yet completed (in flight plus backlog).
+  virtual std::size_t outstanding() const noexcept = 0;
+  // True when there is something to hand to the kernel (or a completion to reap without waiting).
+  virtual bool has_pending_work() const noexcept = 0;
+  virtual std::size_t capacity() const noexcept = 0;
+  // The clock timers are measured against (a virtual one in tests).
+  virtual std::chrono::steady_clock::time_point now() const noexcept { return std::chrono::steady_clock::now(); }
+  virtual const char* name() const noexcept = 0;
+};
+
+struct uring_options {
+  unsigned sq_entries = 256;
+  unsigned cq_entries = 1024;
+  // Try SINGLE_ISSUER|DEFER_TASKRUN first; drop flags the kernel rejects.
+  bool prefer_defer_taskrun = true;
+};
+
+// Creates the io_uring backend on the calling thread (the only thread allowed to use it).
+// Throws std::system_error with a message naming the cause and the fix when io_uring is unavailable.
+std::unique_ptr<io_backend> make_uring_backend(const uring_options& options = {});
+
+namespace detail {
+// The message for a failed io_uring_setup: cause and fix. `disabled_sysctl` is the content of
+// /proc/sys/kernel/io_uring_disabled ("" if unreadable).
+std::string describe_uring_setup_failure(int error, const std::string& disabled_sysctl);
+}  // namespace detail
+
+}  // namespace sluice::runtime

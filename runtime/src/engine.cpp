@@ -1,0 +1,146 @@
+// The engine: executor threads, signals and orderly shutdown (see engine.hpp).
+//
+// Shutdown runs in two phases so that no executor is destroyed while another may still post to it:
+// every thread first runs until stopped with no detached tasks left, then all keep serving their
+// inboxes while each drains and cancels what it still has in flight; only after every executor has
+// drained does any of them get destroyed.
+
+#include <sluice/runtime/engine.hpp>
+#include <sluice/runtime/io_awaitable.hpp>
+#include <sluice/runtime/log.hpp>
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+namespace sluice::runtime {
+
+namespace {
+struct shutdown_barrier {
+  std::atomic<std::size_t> finished_run{0};
+  std::atomic<std::size_t> finished_drain{0};
+};
+}  // namespace
+
+engine::engine(engine_options options) : options_(options) {
+  unsigned n = options_.executors;
+  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+
+  if (options_.handle_signals) {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    // Blocked here, so every executor thread inherits the mask; the signalfd reads them instead.
+    pthread_sigmask(SIG_BLOCK, &mask, &previous_mask_);
+    signal_fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC);
+    if (signal_fd_ < 0) throw std::system_error(errno, std::generic_category(), "engine: signalfd");
+  }
+
+  barrier_ = new shutdown_barrier{};
+  executors_.resize(n, nullptr);
+  for (unsigned i = 0; i < n; ++i) {
+    std::promise<executor*> ready;
+    auto published = ready.get_future();
+    threads_.emplace_back([this, i, r = std::move(ready)]() mutable { thread_main(i, std::move(r)); });
+    try {
+      executors_[i] = published.get();
+    } catch (...) {
+      threads_.back().join();
+      threads_.pop_back();
+      stop();
+      throw;
+    }
+  }
+  if (signal_fd_ >= 0) spawn_on(at(0), watch_signals());
+}
+
+engine::~engine() { stop(); }
+
+void engine::thread_main(std::size_t index, std::promise<executor*> ready) {
+  auto* barrier = static_cast<shutdown_barrier*>(barrier_);
+  std::optional<executor> ex;
+  try {
+    if (options_.pin_cpus) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+      CPU_SET(index % cpus, &set);
+      if (int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set); rc != 0) {
+        log::warn("executor {}: cannot pin to CPU {}: {}", index, index % cpus, std::strerror(rc));
+      }
+    }
+    executor_options eo;
+    eo.id = static_cast<int>(index);
+    eo.uring = options_.uring;
+    eo.batch_limit = options_.batch_limit;
+    ex.emplace(std::move(eo));
+  } catch (...) {
+    ready.set_exception(std::current_exception());
+    return;
+  }
+  ready.set_value(&*ex);
+  ex->run();
+
+  const std::size_t n = executors_.size();
+  barrier->finished_run.fetch_add(1);
+  while (barrier->finished_run.load() < n) {
+    ex->turn(false);
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  ex->drain();
+  barrier->finished_drain.fetch_add(1);
+  while (barrier->finished_drain.load() < n) {
+    ex->turn(false);
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  ex.reset();
+  detail::fold_thread_frames();
+}
+
+task<void> engine::watch_signals() {
+  signalfd_siginfo info{};
+  io_op op;
+  op.code = op_code::read;
+  op.fd = signal_fd_;
+  op.buf = &info;
+  op.len = sizeof info;
+  op.offset = static_cast<std::uint64_t>(-1);
+  const std::int32_t rc = co_await submit_op(op);
+  if (rc == static_cast<std::int32_t>(sizeof info)) {
+    stop_signal_.store(static_cast<int>(info.ssi_signo));
+    log::warn("received {}; stopping", info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+    request_stop();
+  } else if (rc != -ECANCELED) {
+    log::error("reading signals failed: {}", std::strerror(-rc));
+  }
+}
+
+void engine::request_stop() noexcept {
+  for (executor* ex : executors_) {
+    if (ex != nullptr) ex->request_stop();
+  }
+}
+
+void engine::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  request_stop();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  executors_.clear();
+  delete static_cast<shutdown_barrier*>(barrier_);
+  barrier_ = nullptr;
+  if (signal_fd_ >= 0) {
+    ::close(signal_fd_);
+    signal_fd_ = -1;
+    pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
+  }
+}
+
+}  // namespace sluice::runtime

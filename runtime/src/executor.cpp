@@ -1,0 +1,274 @@
+// The executor run loop, the inbox wake-up protocol and stoppable waits (see executor.hpp).
+
+#include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/log.hpp>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SLUICE_CPU_RELAX() _mm_pause()
+#else
+#define SLUICE_CPU_RELAX() ((void)0)
+#endif
+
+namespace sluice::runtime {
+
+namespace detail {
+void log_posted_failure(const char* what) noexcept { log::error("posted function failed: {}", what); }
+}  // namespace detail
+
+executor::executor(executor_options options)
+    : id_(options.id),
+      batch_limit_(options.batch_limit == 0 ? 1 : options.batch_limit),
+      spin_before_sleep_(options.spin_before_sleep),
+      backend_(options.backend ? std::move(options.backend) : make_uring_backend(options.uring)) {
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "executor: eventfd");
+  stop_node_.owner = this;
+  stop_node_.run = [](detail::inbox_node* self) noexcept {
+    static_cast<stop_message*>(self)->owner->stop_source_.request_stop();
+  };
+  executor* previous = std::exchange(current_, this);
+  arm_wake();
+  current_ = previous;
+}
+
+executor::~executor() {
+  shutdown();
+  ::close(wake_fd_);
+}
+
+void executor::arm_wake() {
+  wake_op_ = io_op{};
+  wake_op_.code = op_code::read;
+  wake_op_.fd = wake_fd_;
+  wake_op_.buf = &wake_buf_;
+  wake_op_.len = sizeof wake_buf_;
+  wake_op_.offset = static_cast<std::uint64_t>(-1);
+  wake_op_.user = this;
+  wake_op_.complete = &executor::on_wake;
+  wake_armed_ = true;
+  backend_->submit(wake_op_);
+}
+
+void executor::on_wake(io_op& op) noexcept {
+  auto* ex = static_cast<executor*>(op.user);
+  ex->wake_armed_ = false;
+  if (op.result < 0 && op.result != -ECANCELED && op.result != -EINTR && op.result != -EAGAIN) {
+    log::error("executor {}: wake-up read failed: {}", ex->id_, std::strerror(-op.result));
+  }
+  if (!ex->shut_down_) ex->arm_wake();
+}
+
+void executor::post_node(detail::inbox_node* node) noexcept {
+  inbox_.push(node);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_relaxed) && sleeping_.exchange(false, std::memory_order_acq_rel)) {
+    wakeups_sent_.fetch_add(1, std::memory_order_relaxed);
+    std::uint64_t one = 1;
+    while (::write(wake_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void executor::request_stop() noexcept {
+  if (is_current()) {
+    stop_source_.request_stop();
+  } else if (!stop_posted_.exchange(true)) {
+    // Stop callbacks then run on the owner thread, where the waits they cancel live.
+    post_node(&stop_node_);
+  }
+}
+
+std::size_t executor::drain_inbox(std::size_t limit) {
+  std::size_t n = 0;
+  while (n < limit) {
+    detail::inbox_node* node = inbox_.pop();
+    if (node == nullptr) break;
+    node->run(node);
+    ++n;
+  }
+  return n;
+}
+
+void executor::turn(bool may_wait) {
+  // A turn that handled messages does not block: they may have satisfied the caller's condition.
+  const bool had_messages = drain_inbox(batch_limit_) > 0;
+  if (had_messages) recent_inbox_traffic_ = true;
+  const bool io_waiting = backend_->has_pending_work() || backend_->outstanding() > (wake_armed_ ? 1u : 0u);
+  if (!ready_.empty() || !may_wait || had_messages) {
+    if (io_waiting) backend_->poll(false);
+  } else {
+    wait_for_work(io_waiting);
+    if (drain_inbox(batch_limit_) > 0) recent_inbox_traffic_ = true;
+  }
+  for (unsigned i = 0; i < batch_limit_ && !ready_.empty(); ++i) detail::resume(ready_.pop());
+}
+
+void executor::wait_for_work(bool io_waiting) {
+  // After recent cross-thread traffic, spin briefly on the inbox first: a reply is likely soon and
+  // waking from the ring costs microseconds.
+  if (recent_inbox_traffic_ && !io_waiting && spin_before_sleep_.count() > 0) {
+    recent_inbox_traffic_ = false;
+    const auto until = std::chrono::steady_clock::now() + spin_before_sleep_;
+    do {
+      for (int i = 0; i < 64; ++i) SLUICE_CPU_RELAX();
+      if (inbox_.maybe_nonempty()) return;
+    } while (std::chrono::steady_clock::now() < until);
+  }
+  sleeping_.store(true, std::memory_order_seq_cst);
+  if (inbox_.maybe_nonempty()) {
+    sleeping_.store(false, std::memory_order_relaxed);
+    if (io_waiting) backend_->poll(false);
+    return;
+  }
+  backend_->poll(true);
+  sleeping_.store(false, std::memory_order_relaxed);
+}
+
+void executor::run_until(bool (*done)(void*), void* context) {
+  executor* previous = std::exchange(current_, this);
+  while (!done(context)) turn(true);
+  current_ = previous;
+}
+
+void executor::run() {
+  run_until(
+      [](void* self) noexcept {
+        auto* ex = static_cast<executor*>(self);
+        return ex->stop_requested() && ex->detached_ == 0;
+      },
+      this);
+}
+
+void executor::drain() {
+  executor* previous = std::exchange(current_, this);
+  stop_source_.request_stop();
+  // Detached tasks see the stop through their token and finish; their I/O is cancelled.
+  auto last_report = std::chrono::steady_clock::now();
+  while (detached_ > 0 || !ready_.empty() || backend_->outstanding() > (wake_armed_ ? 1u : 0u) ||
+         inbox_.maybe_nonempty()) {
+    turn(true);
+    if (std::chrono::steady_clock::now() - last_report > std::chrono::seconds(5)) {
+      last_report = std::chrono::steady_clock::now();
+      log::warn("executor {}: shutdown waits for {} detached task(s) and {} operation(s)", id_, detached_,
+                backend_->outstanding());
+    }
+  }
+  current_ = previous;
+}
+
+void executor::shutdown() {
+  if (shut_down_) return;
+  drain();
+  executor* previous = std::exchange(current_, this);
+  shut_down_ = true;
+  if (wake_armed_) {
+    io_op cancel{};
+    cancel.code = op_code::cancel;
+    cancel.target = &wake_op_;
+    cancel.complete = [](io_op&) noexcept {};
+    backend_->submit(cancel);
+    // If the cancel loses the race, the read still ends: give it something to read.
+    std::uint64_t one = 1;
+    while (::write(wake_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+    while (backend_->outstanding() > 0) backend_->poll(true);
+  }
+  current_ = previous;
+}
+
+// --- detached tasks ----------------------------------------------------------------------------
+
+executor::root_task executor::run_detached(task<void> t, executor* ex) {
+  try {
+    co_await std::move(t);
+  } catch (const std::exception& e) {
+    log::error("executor {}: detached task failed: {}", ex->id_, e.what());
+  } catch (...) {
+    log::error("executor {}: detached task failed with a non-standard exception", ex->id_);
+  }
+  --ex->detached_;
+}
+
+void executor::start_root(root_task&& root) {
+  root.handle.promise().set_stop_token(&stop_token_);
+  schedule(root.handle);
+}
+
+void executor::spawn(task<void> t) {
+  assert(is_current() && "executor::spawn off the owning executor; use spawn_on");
+  ++detached_;
+  start_root(run_detached(std::move(t), this));
+}
+
+void spawn_on(executor& ex, task<void> t) {
+  if (ex.is_current()) {
+    ex.spawn(std::move(t));
+    return;
+  }
+  ex.post([&ex, t = std::move(t)]() mutable { ex.spawn(std::move(t)); });
+}
+
+// --- stoppable waits ---------------------------------------------------------------------------
+
+namespace detail {
+
+void stoppable_wait::arm(std::coroutine_handle<> waiter, std::stop_token const* token) {
+  owner_ = executor::current();
+  assert(owner_ && "awaiting an operation off an executor");
+  waiter_ = waiter;
+  run = &stoppable_wait::on_message;
+  if (token != nullptr && token->stop_possible()) callback_.emplace(*token, on_stop{this});
+}
+
+void stoppable_wait::stop_requested() noexcept {
+  if (owner_->is_current()) {
+    if (!finished_ && !stop_seen_) {
+      stop_seen_ = true;
+      cancel_on_owner();
+    }
+    return;
+  }
+  posted_.store(true, std::memory_order_release);
+  owner_->post_node(this);
+}
+
+void stoppable_wait::on_message(inbox_node* self) noexcept {
+  auto* w = static_cast<stoppable_wait*>(self);
+  w->message_handled_ = true;
+  if (!w->finished_ && !w->stop_seen_) {
+    w->stop_seen_ = true;
+    w->hold();
+    w->cancel_on_owner();
+    w->release();
+    return;
+  }
+  // The target finished first and kept the waiter suspended for this message.
+  w->release();
+}
+
+void stoppable_wait::finish_target() noexcept {
+  finished_ = true;
+  // Waits for a stop callback running concurrently on another thread; afterwards posted_ is final.
+  callback_.reset();
+  if (posted_.load(std::memory_order_acquire)) {
+    stop_seen_ = true;
+    if (!message_handled_) ++pending_;
+  }
+}
+
+void stoppable_wait::release() noexcept {
+  assert(pending_ > 0);
+  if (--pending_ == 0) owner_->schedule(waiter_);
+}
+
+}  // namespace detail
+}  // namespace sluice::runtime

@@ -1,0 +1,43 @@
+// Cancellable backend operations (see io_awaitable.hpp).
+
+#include <sluice/runtime/io_awaitable.hpp>
+
+#include <unistd.h>
+
+namespace sluice::runtime {
+
+bool io_awaitable::start(std::coroutine_handle<> h, std::stop_token const* token) {
+  if (token != nullptr && token->stop_requested()) {
+    op_.result = -ECANCELED;  // cancelled before submission: no I/O at all
+    return false;
+  }
+  op_.user = this;
+  op_.complete = &io_awaitable::on_complete;
+  executor::current()->submit(op_);
+  arm(h, token);
+  return true;
+}
+
+void io_awaitable::cancel_on_owner() noexcept {
+  cancel_op_ = io_op{};
+  cancel_op_.code = op_code::cancel;
+  cancel_op_.target = &op_;
+  cancel_op_.user = this;
+  cancel_op_.complete = &io_awaitable::on_cancel_complete;
+  hold();
+  owner()->submit(cancel_op_);
+}
+
+void io_awaitable::on_complete(io_op& op) noexcept {
+  auto* self = static_cast<io_awaitable*>(op.user);
+  self->finish_target();
+  if (self->yields_fd_ && self->stop_was_requested() && op.result >= 0) {
+    ::close(op.result);  // the descriptor arrived after a cancel: nobody will own it
+    op.result = -ECANCELED;
+  }
+  self->release();
+}
+
+void io_awaitable::on_cancel_complete(io_op& op) noexcept { static_cast<io_awaitable*>(op.user)->release(); }
+
+}  // namespace sluice::runtime

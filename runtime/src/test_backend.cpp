@@ -1,0 +1,172 @@
+// The deterministic test backend (see test_backend.hpp).
+
+#include <sluice/runtime/test_backend.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <cstdio>
+
+namespace sluice::runtime {
+
+test_backend::test_backend() : now_(std::chrono::steady_clock::now()) {}
+
+void test_backend::submit(io_op& op) {
+  ++submitted_[static_cast<int>(op.code)];
+  if (op.code == op_code::cancel) {
+    auto it = std::find(pending_.begin(), pending_.end(), op.target);
+    if (it != pending_.end() && cancel_too_late_) {
+      op.result = -EALREADY;
+    } else if (it != pending_.end()) {
+      pending_.erase(it);
+      op.target->result = -ECANCELED;
+      completed_.push_back(op.target);
+      op.result = 0;
+    } else {
+      op.result = -ENOENT;
+    }
+    completed_.push_back(&op);
+    return;
+  }
+  pending_.push_back(&op);
+}
+
+io_op* test_backend::find(op_code code, int fd) const noexcept {
+  for (io_op* op : pending_) {
+    if (op->code == code && (fd < 0 || op->fd == fd)) return op;
+  }
+  return nullptr;
+}
+
+void test_backend::take(io_op& op) {
+  auto it = std::find(pending_.begin(), pending_.end(), &op);
+  assert(it != pending_.end() && "completing an operation that is not pending");
+  pending_.erase(it);
+}
+
+void test_backend::complete(io_op& op, std::int32_t result) {
+  take(op);
+  op.result = result;
+  completed_.push_back(&op);
+}
+
+void test_backend::perform(io_op& op, std::optional<std::uint32_t> max_bytes) {
+  take(op);
+  std::uint32_t len = op.len;
+  if (max_bytes) len = std::min(len, *max_bytes);
+  op.result = run_syscall(op, len);
+  completed_.push_back(&op);
+}
+
+std::int32_t test_backend::run_syscall(io_op& op, std::uint32_t len) {
+  ++performed_[static_cast<int>(op.code)];
+  auto result = [](long rc) -> std::int32_t { return rc < 0 ? -errno : static_cast<std::int32_t>(rc); };
+  const bool at_cursor = op.offset == static_cast<std::uint64_t>(-1);
+  switch (op.code) {
+    case op_code::nop: return 0;
+    case op_code::read:
+      return result(at_cursor ? ::read(op.fd, op.buf, len) : ::pread(op.fd, op.buf, len, static_cast<off_t>(op.offset)));
+    case op_code::write:
+      return result(at_cursor ? ::write(op.fd, op.buf, len) : ::pwrite(op.fd, op.buf, len, static_cast<off_t>(op.offset)));
+    case op_code::fsync: return result(::fsync(op.fd));
+    case op_code::fdatasync: return result(::fdatasync(op.fd));
+    case op_code::openat:
+      return result(::openat(op.fd, op.path, static_cast<int>(op.flags), static_cast<mode_t>(op.mode)));
+    case op_code::close: return result(::close(op.fd));
+    case op_code::renameat: return result(::renameat(op.fd, op.path, op.fd2, op.path2));
+    case op_code::accept:
+      return result(::accept4(op.fd, static_cast<sockaddr*>(op.buf), reinterpret_cast<socklen_t*>(op.addr_len),
+                              static_cast<int>(op.flags)));
+    case op_code::connect: return result(::connect(op.fd, static_cast<const sockaddr*>(op.buf), op.len));
+    case op_code::send:
+      return result(::send(op.fd, op.buf, len, static_cast<int>(op.flags) | MSG_DONTWAIT | MSG_NOSIGNAL));
+    case op_code::recv: return result(::recv(op.fd, op.buf, len, static_cast<int>(op.flags) | MSG_DONTWAIT));
+    case op_code::shutdown: return result(::shutdown(op.fd, static_cast<int>(op.flags)));
+    case op_code::timeout: return -ETIME;
+    case op_code::cancel: return -EINVAL;
+  }
+  return -EINVAL;
+}
+
+bool test_backend::is_ready(const io_op& op) const {
+  short events = 0;
+  switch (op.code) {
+    case op_code::accept:
+    case op_code::recv: events = POLLIN; break;
+    case op_code::read: events = POLLIN; break;
+    case op_code::send: events = POLLOUT; break;
+    case op_code::timeout: return false;
+    default: return true;
+  }
+  pollfd p{op.fd, events, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+bool test_backend::auto_step(bool may_block) {
+  for (;;) {
+    // The oldest operation that can run now.
+    for (io_op* op : pending_) {
+      if (!is_ready(*op)) continue;
+      for (auto& rule : faults_) {
+        if (auto injected = rule(*op)) {
+          const bool data_op = op->code == op_code::read || op->code == op_code::write ||
+                               op->code == op_code::send || op->code == op_code::recv;
+          if (*injected >= 0 && data_op) {
+            perform(*op, static_cast<std::uint32_t>(*injected));
+          } else {
+            complete(*op, *injected);
+          }
+          return true;
+        }
+      }
+      perform(*op);
+      return true;
+    }
+    if (!may_block) return false;
+    // Nothing runnable: fire the earliest timer (virtual time), else wait for an fd to be ready.
+    io_op* earliest = nullptr;
+    for (io_op* op : pending_) {
+      if (op->code == op_code::timeout && (!earliest || op->deadline < earliest->deadline)) earliest = op;
+    }
+    if (earliest != nullptr) {
+      if (earliest->deadline > now_) now_ = earliest->deadline;
+      complete(*earliest, -ETIME);
+      return true;
+    }
+    std::vector<pollfd> fds;
+    for (io_op* op : pending_) {
+      short events = op->code == op_code::send ? POLLOUT : POLLIN;
+      fds.push_back(pollfd{op->fd, events, 0});
+    }
+    if (fds.empty()) return false;
+    int rc = ::poll(fds.data(), fds.size(), -1);
+    if (rc < 0 && errno != EINTR) return false;
+  }
+}
+
+unsigned test_backend::poll(bool wait) {
+  if (completed_.empty()) {
+    if (wait && on_idle) {
+      on_idle(*this);
+    } else if (auto_ || wait) {
+      // Without an on_idle hook, a blocked executor falls back to performing operations, so a
+      // test that switched auto mode off cannot hang the executor's own shutdown.
+      auto_step(wait);
+    }
+  }
+  unsigned n = 0;
+  while (!completed_.empty()) {
+    io_op* op = completed_.front();
+    completed_.pop_front();
+    ++n;
+    op->complete(*op);
+  }
+  return n;
+}
+
+}  // namespace sluice::runtime

@@ -1,0 +1,145 @@
+#include <sluice/runtime/engine.hpp>
+#include <sluice/runtime/io_awaitable.hpp>
+#include <sluice/runtime/log.hpp>
+#include <sluice/runtime/timer.hpp>
+
+#include <support/fd_count.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+using namespace sluice::runtime;
+using namespace std::chrono_literals;
+
+namespace {
+
+task<std::size_t> ping_pong(executor* a, executor* b, std::size_t messages) {
+  std::size_t hops = 0;
+  while (hops < messages) {
+    co_await switch_to(*b);
+    REQUIRE(executor::current() == b);
+    ++hops;
+    co_await switch_to(*a);
+    REQUIRE(executor::current() == a);
+    ++hops;
+  }
+  co_return hops;
+}
+
+task<bool> sleep_until_stopped() { co_return co_await sleep_for(1h); }
+
+task<void> read_forever(int fd) {
+  char c;
+  io_op op;
+  op.code = op_code::read;
+  op.fd = fd;
+  op.buf = &c;
+  op.len = 1;
+  op.offset = static_cast<std::uint64_t>(-1);
+  co_await submit_op(op);
+}
+
+}  // namespace
+
+TEST_CASE("a task crosses between executors a million times", "[engine]") {
+  engine eng({.executors = 2, .handle_signals = false});
+  REQUIRE(eng.block_on(ping_pong(&eng.at(0), &eng.at(1), 1'000'000)) == 1'000'000);
+}
+
+TEST_CASE("post runs a function on the target executor, from any thread", "[engine]") {
+  engine eng({.executors = 2, .handle_signals = false});
+  std::atomic<int> ran_on{-1};
+  std::atomic<bool> done{false};
+  eng.at(1).post([&] {
+    ran_on = executor::current()->id();
+    done = true;
+    done.notify_one();
+  });
+  done.wait(false);
+  REQUIRE(ran_on == 1);
+}
+
+TEST_CASE("SIGTERM stops the engine gracefully: waiting tasks see their stop token", "[engine]") {
+  engine eng({.executors = 2});
+  std::thread killer([] {
+    std::this_thread::sleep_for(20ms);
+    ::kill(::getpid(), SIGTERM);
+  });
+  const bool slept_fully = eng.block_on(sleep_until_stopped());
+  killer.join();
+  REQUIRE_FALSE(slept_fully);
+  REQUIRE(eng.stop_signal() == SIGTERM);
+}
+
+TEST_CASE("shutdown with I/O in flight on every executor leaks no frame and no descriptor", "[engine]") {
+  const auto frames_before = live_frames();
+  const auto fds_before = sluice::test::open_fd_count();
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  {
+    engine eng({.executors = 2, .handle_signals = false});
+    for (int i = 0; i < 100; ++i) {
+      spawn_on(eng.at(i % 2), read_forever(fds[0]));
+      spawn_on(eng.at(i % 2), []() -> task<void> { co_await sleep_for(1h); }());
+    }
+    std::this_thread::sleep_for(20ms);  // let them reach their reads and sleeps
+  }  // destruction: stop, cancel, join
+  ::close(fds[0]);
+  ::close(fds[1]);
+  REQUIRE(live_frames() == frames_before);
+  REQUIRE(sluice::test::open_fd_count() == fds_before);
+}
+
+TEST_CASE("an engine defaults to one executor per CPU and can pin them", "[engine]") {
+  engine eng({.pin_cpus = true, .handle_signals = false});
+  REQUIRE(eng.size() == std::max(1u, std::thread::hardware_concurrency()));
+}
+
+TEST_CASE("when io_uring_setup is refused, the message names the cause and the fix", "[executor]") {
+  auto sysctl = detail::describe_uring_setup_failure(EPERM, "2");
+  REQUIRE_THAT(sysctl, Catch::Contains("EPERM") && Catch::Contains("kernel.io_uring_disabled is 2") &&
+                           Catch::Contains("sysctl -w kernel.io_uring_disabled=0"));
+  auto seccomp = detail::describe_uring_setup_failure(EPERM, "0");
+  REQUIRE_THAT(seccomp, Catch::Contains("seccomp") && Catch::Contains("io_uring_setup"));
+  auto missing = detail::describe_uring_setup_failure(ENOSYS, "");
+  REQUIRE_THAT(missing, Catch::Contains("ENOSYS") && Catch::Contains("CONFIG_IO_URING"));
+}
+
+TEST_CASE("log lines carry the level and the executor id", "[log]") {
+  int pipefd[2];
+  REQUIRE(::pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) == 0);
+  const int saved = ::dup(2);
+  ::dup2(pipefd[1], 2);
+  const auto previous = log::level();
+  log::set_level(log_level::info);
+  log::info("outside {}", 1);
+  log::debug("filtered out");
+  {
+    engine eng({.executors = 1, .handle_signals = false});
+    std::atomic<bool> done{false};
+    eng.at(0).post([&] {
+      log::warn("inside {}", 2);
+      done = true;
+      done.notify_one();
+    });
+    done.wait(false);
+  }
+  log::set_level(previous);
+  ::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  char buf[4096] = {};
+  const auto n = ::read(pipefd[0], buf, sizeof buf - 1);
+  ::close(pipefd[0]);
+  ::close(pipefd[1]);
+  REQUIRE(n > 0);
+  const std::string out(buf, static_cast<std::size_t>(n));
+  REQUIRE_THAT(out, Catch::Contains("info  -- outside 1") && Catch::Contains("warn  ex0 inside 2"));
+  REQUIRE_THAT(out, !Catch::Contains("filtered out"));
+}
