@@ -15,7 +15,6 @@
 #include <cerrno>
 #include <coroutine>
 #include <exception>
-#include <cstring>
 #include <stdexcept>
 #include <system_error>
 

@@ -88,8 +88,13 @@ rt::task<double> await_loop(std::chrono::nanoseconds duration) {
   co_return elapsed_ns(start) / static_cast<double>(n);
 }
 
-// One round trip is two hops; ns per hop.
-rt::task<double> hop_loop(rt::executor* home, rt::executor* other, std::chrono::nanoseconds duration) {
+// One round trip is two hops.
+struct hop_result {
+  double ns_per_hop = 0;
+  std::uint64_t hops = 0;
+};
+
+rt::task<hop_result> hop_loop(rt::executor* home, rt::executor* other, std::chrono::nanoseconds duration) {
   std::uint64_t hops = 0;
   const auto start = bench_clock::now();
   do {
@@ -100,16 +105,21 @@ rt::task<double> hop_loop(rt::executor* home, rt::executor* other, std::chrono::
     hops += 128;
   } while (bench_clock::now() - start < duration);
   if (!home->is_current()) throw std::logic_error("switch_to did not come back home");
-  co_return elapsed_ns(start) / static_cast<double>(hops);
+  co_return hop_result{elapsed_ns(start) / static_cast<double>(hops), hops};
 }
 
-double cross_executor_ns(std::chrono::nanoseconds duration, bool pin) {
+// ns per hop; also adds the eventfd wake-ups the two executors needed per hop to `wakeups_per_hop`
+// (0 when the receiver was awake or spinning, 1 when every hop had to wake a sleeping executor).
+double cross_executor_ns(std::chrono::nanoseconds duration, bool pin, std::vector<double>* wakeups_per_hop) {
   rt::engine_options o;
   o.executors = 2;
   o.pin_cpus = pin;
   o.handle_signals = false;
   rt::engine eng(o);
-  return eng.block_on(hop_loop(&eng.at(0), &eng.at(1), duration));
+  const hop_result r = eng.block_on(hop_loop(&eng.at(0), &eng.at(1), duration));
+  const std::uint64_t wakeups = eng.at(0).wakeups_sent() + eng.at(1).wakeups_sent();
+  wakeups_per_hop->push_back(static_cast<double>(wakeups) / static_cast<double>(r.hops));
+  return r.ns_per_hop;
 }
 
 // --- baselines --------------------------------------------------------------------------------
@@ -241,11 +251,13 @@ class switch_bench final : public benchmark {
     }
     if (wanted("cross_executor")) {
       const bool pin = pin_;
+      std::vector<double> wakeups;
+      const paired_result r = measure_paired(
+          common.runs, [d, pin, &wakeups] { return cross_executor_ns(d, pin, &wakeups); },
+          [d, pin] { return condvar_ns(d, pin); });
       report(out, common, "cross_executor", "cross_executor_ns", "cross-executor hop (switch_to)",
-             "thread ping-pong, mutex+condvar, one way", "baseline_condvar_ns",
-             measure_paired(
-                 common.runs, [d, pin] { return cross_executor_ns(d, pin); }, [d, pin] { return condvar_ns(d, pin); }),
-             std::nullopt);
+             "thread ping-pong, mutex+condvar, one way", "baseline_condvar_ns", r, std::nullopt,
+             field{"wakeups_per_hop", median(wakeups)});
     }
   }
 
@@ -273,7 +285,8 @@ class switch_bench final : public benchmark {
 
   void report(const reporter& out, const common_options& common, std::string_view result, std::string_view field_name,
               std::string_view label, std::string_view baseline_label, std::string_view baseline_field,
-              const paired_result& r, std::optional<double> target_ns) const {
+              const paired_result& r, std::optional<double> target_ns,
+              std::optional<field> extra = std::nullopt) const {
     const double ratio = r.figure / r.baseline;
     std::string target_text;
     std::vector<field> fields{{"result", std::string(result)},
@@ -289,9 +302,14 @@ class switch_bench final : public benchmark {
     fields.push_back({"duration_ms", duration_ms_});
     fields.push_back({"runs", std::uint64_t{common.runs}});
     if (result == "cross_executor") fields.push_back({"pinned", pin_});
+    std::string extra_text;
+    if (extra) {
+      fields.push_back(*extra);
+      if (const auto* v = std::get_if<double>(&extra->value)) extra_text = fmt::format("  ({} {:.2f})", extra->key, *v);
+    }
     out.result(name(),
-               fmt::format("switch {}: {} {:.1f} ns  baseline ({}) {:.1f} ns  ratio {:.2f}{}", result, label, r.figure,
-                           baseline_label, r.baseline, ratio, target_text),
+               fmt::format("switch {}: {} {:.1f} ns  baseline ({}) {:.1f} ns  ratio {:.2f}{}{}", result, label,
+                           r.figure, baseline_label, r.baseline, ratio, target_text, extra_text),
                fields);
   }
 
