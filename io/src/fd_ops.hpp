@@ -1,0 +1,64 @@
+#pragma once
+// Private helpers shared by file.cpp and tcp.cpp: building ops, closing descriptors without leaks.
+
+#include <sluice/io/result.hpp>
+#include <sluice/runtime/io_awaitable.hpp>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace sluice::io::detail {
+
+// Linux transfers at most this many bytes per read/write/send/recv (MAX_RW_COUNT); it also keeps
+// the byte count inside the int32 completion result.
+inline constexpr std::size_t max_op_bytes = 0x7ffff000;
+
+inline std::uint32_t op_len(std::size_t bytes) noexcept {
+  return static_cast<std::uint32_t>(bytes < max_op_bytes ? bytes : max_op_bytes);
+}
+
+inline runtime::io_op make_op(runtime::op_code code, int fd) noexcept {
+  runtime::io_op op;
+  op.code = code;
+  op.fd = fd;
+  return op;
+}
+
+// A synchronous close: never blocks for sockets and plain files. EINTR still closed the descriptor
+// on Linux, so it counts as success.
+inline std::int32_t close_now(int fd) noexcept {
+  if (::close(fd) == 0 || errno == EINTR) return 0;
+  return -errno;
+}
+
+// After a close op completed with `rc`: a close that never ran (stopped before submission, or
+// cancelled before it started) left the descriptor open, so close it now. Returns the final result.
+inline std::int32_t finish_close(int fd, std::int32_t rc) noexcept { return rc == -ECANCELED ? close_now(fd) : rc; }
+
+// Owns a descriptor inside a coroutine until it is handed over; closes it synchronously otherwise.
+class unique_fd {
+ public:
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() {
+    if (fd_ >= 0) close_now(fd_);
+  }
+  int get() const noexcept { return fd_; }
+  int release() noexcept { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+// "<context>: Bad file descriptor (already closed)": using a closed or moved-from object.
+inline io::error closed_error(std::string context) {
+  return io::error(std::error_code(EBADF, std::system_category()), std::move(context) + ": Bad file descriptor (already closed)");
+}
+
+}  // namespace sluice::io::detail

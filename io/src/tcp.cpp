@@ -1,0 +1,230 @@
+// TCP listener and stream through the ring (see tcp.hpp).
+//
+// A pending io_uring operation holds its own reference to its socket, so closing the descriptor
+// alone neither ends that operation nor releases the socket: a listener would keep listening (and
+// its accept waiting), a stream would keep its recv waiting and never send FIN. close() therefore
+// shuts the socket down first: the kernel wakes the waiting operations (accept fails with EINVAL,
+// recv yields 0, send fails with EPIPE) and a stream's peer sees the end of the stream. A stream
+// set for an abortive close (SO_LINGER with a 0 timeout) is only shut down for reading: a FIN
+// sent now would reach the peer before the reset, and the peer would read a clean end of stream.
+
+#include <sluice/io/tcp.hpp>
+
+#include "fd_ops.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <utility>
+
+namespace sluice::io {
+
+using runtime::io_op;
+using runtime::op_code;
+using runtime::submit_op;
+
+namespace {
+
+std::string context(const char* op, const address& a) { return std::string(op) + " " + a.to_string(); }
+
+// SO_LINGER on with a 0 timeout: closing sends a reset instead of a FIN.
+bool aborts_on_close(int fd) noexcept {
+  linger value{};
+  socklen_t size = sizeof value;
+  return ::getsockopt(fd, SOL_SOCKET, SO_LINGER, &value, &size) == 0 && value.l_onoff != 0 && value.l_linger == 0;
+}
+
+io_op data_op(op_code code, int fd, const void* buf, std::size_t bytes, std::uint32_t flags) noexcept {
+  io_op op = detail::make_op(code, fd);
+  op.buf = const_cast<void*>(buf);
+  op.len = detail::op_len(bytes);
+  op.flags = flags;
+  return op;
+}
+
+}  // namespace
+
+// --- tcp_stream --------------------------------------------------------------------------------
+
+tcp_stream::tcp_stream(tcp_stream&& other) noexcept : fd_(std::exchange(other.fd_, -1)), peer_(other.peer_) {}
+
+tcp_stream& tcp_stream::operator=(tcp_stream&& other) noexcept {
+  if (this != &other) {
+    close_now();
+    fd_ = std::exchange(other.fd_, -1);
+    peer_ = other.peer_;
+  }
+  return *this;
+}
+
+tcp_stream::~tcp_stream() { close_now(); }
+
+void tcp_stream::close_now() noexcept {
+  if (fd_ >= 0) detail::close_now(std::exchange(fd_, -1));
+}
+
+runtime::task<result<tcp_stream>> tcp_stream::connect(address peer) {
+  if (peer.family() != AF_INET && peer.family() != AF_INET6) {
+    co_return error::from_errno(EAFNOSUPPORT, context("connect", peer));
+  }
+  const int fd = ::socket(peer.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (fd < 0) co_return error::from_errno(errno, context("socket for connect", peer));
+  tcp_stream stream(fd, peer);  // closes the socket on every failure below
+  io_op op = detail::make_op(op_code::connect, fd);
+  op.buf = const_cast<sockaddr*>(peer.data());
+  op.len = peer.size();
+  const std::int32_t rc = co_await submit_op(op);
+  if (rc < 0) co_return error::from_errno(-rc, context("connect", peer));
+  co_return std::move(stream);
+}
+
+runtime::task<result<std::size_t>> tcp_stream::recv(std::span<std::byte> buffer) {
+  if (fd_ < 0) co_return detail::closed_error(context("recv from", peer_));
+  if (buffer.empty()) co_return std::size_t{0};
+  const std::int32_t rc = co_await submit_op(data_op(op_code::recv, fd_, buffer.data(), buffer.size(), 0));
+  if (rc < 0) co_return error::from_errno(-rc, context("recv from", peer_));
+  co_return static_cast<std::size_t>(rc);
+}
+
+runtime::task<result<std::size_t>> tcp_stream::recv_exact(std::span<std::byte> buffer) {
+  std::size_t total = 0;
+  while (total < buffer.size()) {
+    if (fd_ < 0) co_return detail::closed_error(context("recv from", peer_));
+    const std::int32_t rc =
+        co_await submit_op(data_op(op_code::recv, fd_, buffer.data() + total, buffer.size() - total, 0));
+    if (rc < 0) co_return error::from_errno(-rc, context("recv from", peer_));
+    if (rc == 0) {
+      if (total == 0) co_return std::size_t{0};  // orderly end between messages
+      co_return error::from_code(errc::unexpected_eof, context("recv from", peer_) + " (after " + std::to_string(total) +
+                                                            " of " + std::to_string(buffer.size()) + " bytes)");
+    }
+    total += static_cast<std::size_t>(rc);
+  }
+  co_return total;
+}
+
+runtime::task<result<std::size_t>> tcp_stream::send(std::span<const std::byte> data) {
+  if (fd_ < 0) co_return detail::closed_error(context("send to", peer_));
+  if (data.empty()) co_return std::size_t{0};
+  const std::int32_t rc = co_await submit_op(data_op(op_code::send, fd_, data.data(), data.size(), MSG_NOSIGNAL));
+  if (rc < 0) co_return error::from_errno(-rc, context("send to", peer_));
+  co_return static_cast<std::size_t>(rc);
+}
+
+runtime::task<result<void>> tcp_stream::send_all(std::span<const std::byte> data) {
+  while (!data.empty()) {
+    if (fd_ < 0) co_return detail::closed_error(context("send to", peer_));
+    const std::int32_t rc = co_await submit_op(data_op(op_code::send, fd_, data.data(), data.size(), MSG_NOSIGNAL));
+    if (rc < 0) co_return error::from_errno(-rc, context("send to", peer_));
+    if (rc == 0) co_return error::from_code(errc::no_progress, context("send to", peer_));
+    data = data.subspan(static_cast<std::size_t>(rc));
+  }
+  co_return success();
+}
+
+runtime::task<result<void>> tcp_stream::shutdown(int how) {
+  if (fd_ < 0) co_return detail::closed_error(context("shutdown", peer_));
+  io_op op = detail::make_op(op_code::shutdown, fd_);
+  op.flags = static_cast<std::uint32_t>(how);
+  const std::int32_t rc = co_await submit_op(op);
+  if (rc < 0) co_return error::from_errno(-rc, context("shutdown", peer_));
+  co_return success();
+}
+
+runtime::task<result<void>> tcp_stream::close() {
+  if (fd_ < 0) co_return success();
+  const int fd = std::exchange(fd_, -1);
+  ::shutdown(fd, aborts_on_close(fd) ? SHUT_RD : SHUT_RDWR);  // wakes waiting operations; see the top
+  std::int32_t rc = co_await submit_op(detail::make_op(op_code::close, fd));
+  rc = detail::finish_close(fd, rc);
+  if (rc < 0) co_return error::from_errno(-rc, context("close connection to", peer_));
+  co_return success();
+}
+
+result<void> tcp_stream::set_nodelay(bool on) {
+  if (fd_ < 0) return detail::closed_error(context("set TCP_NODELAY on connection to", peer_));
+  const int value = on ? 1 : 0;
+  if (::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &value, sizeof value) != 0) {
+    return error::from_errno(errno, context("set TCP_NODELAY on connection to", peer_));
+  }
+  return success();
+}
+
+result<address> tcp_stream::local_address() const {
+  if (fd_ < 0) return detail::closed_error(context("getsockname of connection to", peer_));
+  sockaddr_storage storage{};
+  socklen_t size = sizeof storage;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&storage), &size) != 0) {
+    return error::from_errno(errno, context("getsockname of connection to", peer_));
+  }
+  return address::from_sockaddr(reinterpret_cast<const sockaddr*>(&storage), size);
+}
+
+// --- tcp_listener ------------------------------------------------------------------------------
+
+tcp_listener::tcp_listener(tcp_listener&& other) noexcept : fd_(std::exchange(other.fd_, -1)), local_(other.local_) {}
+
+tcp_listener& tcp_listener::operator=(tcp_listener&& other) noexcept {
+  if (this != &other) {
+    close_now();
+    fd_ = std::exchange(other.fd_, -1);
+    local_ = other.local_;
+  }
+  return *this;
+}
+
+tcp_listener::~tcp_listener() { close_now(); }
+
+void tcp_listener::close_now() noexcept {
+  if (fd_ < 0) return;
+  const int fd = std::exchange(fd_, -1);
+  ::shutdown(fd, SHUT_RDWR);  // see the top of this file
+  detail::close_now(fd);
+}
+
+result<tcp_listener> tcp_listener::listen(const address& local, int backlog) {
+  if (local.family() != AF_INET && local.family() != AF_INET6) {
+    return error::from_errno(EAFNOSUPPORT, context("listen on", local));
+  }
+  const int fd = ::socket(local.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (fd < 0) return error::from_errno(errno, context("socket for listener on", local));
+  detail::unique_fd owned(fd);
+  const int one = 1;
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+    return error::from_errno(errno, context("set SO_REUSEADDR for listener on", local));
+  }
+  if (::bind(fd, local.data(), local.size()) != 0) return error::from_errno(errno, context("bind", local));
+  if (::listen(fd, backlog) != 0) return error::from_errno(errno, context("listen on", local));
+  sockaddr_storage storage{};
+  socklen_t size = sizeof storage;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &size) != 0) {
+    return error::from_errno(errno, context("getsockname of listener on", local));
+  }
+  return tcp_listener(owned.release(), address::from_sockaddr(reinterpret_cast<const sockaddr*>(&storage), size));
+}
+
+runtime::task<result<tcp_stream>> tcp_listener::accept() {
+  if (fd_ < 0) co_return detail::closed_error(context("accept on", local_));
+  sockaddr_storage peer{};
+  socklen_t peer_size = sizeof peer;
+  io_op op = detail::make_op(op_code::accept, fd_);
+  op.buf = &peer;
+  op.addr_len = &peer_size;
+  op.flags = SOCK_CLOEXEC;
+  // yields_fd: a connection accepted after a cancel is closed by the runtime.
+  const std::int32_t rc = co_await submit_op(op, /*yields_fd=*/true);
+  if (rc < 0) co_return error::from_errno(-rc, context("accept on", local_));
+  co_return tcp_stream(rc, address::from_sockaddr(reinterpret_cast<const sockaddr*>(&peer), peer_size));
+}
+
+runtime::task<result<void>> tcp_listener::close() {
+  if (fd_ < 0) co_return success();
+  const int fd = std::exchange(fd_, -1);
+  ::shutdown(fd, SHUT_RDWR);  // wakes a pending accept; see the top of this file
+  std::int32_t rc = co_await submit_op(detail::make_op(op_code::close, fd));
+  rc = detail::finish_close(fd, rc);
+  if (rc < 0) co_return error::from_errno(-rc, context("close listener on", local_));
+  co_return success();
+}
+
+}  // namespace sluice::io
