@@ -334,3 +334,28 @@ TEST_CASE("a closed stream reports EBADF naming the peer, and closes twice safel
   REQUIRE(use.nodelay.error().code() == std::errc::bad_file_descriptor);
   REQUIRE(use.close_again.ok());
 }
+
+namespace {
+// The peer sends 3 bytes and closes; a recv_exact of 8 then fails, and the next one sees a clean end.
+task<std::pair<result<std::size_t>, std::string>> recv_exact_cut_short() {
+  auto listener = tcp_listener::listen(address::loopback_v4()).value();
+  auto client = (co_await tcp_stream::connect(listener.local_address())).value();
+  {
+    auto server = (co_await listener.accept()).value();
+    (co_await server.send_all(pattern(3, 9))).value();
+    (co_await server.close()).value();
+  }
+  std::vector<std::byte> buf(8);
+  auto r = co_await client.recv_exact(buf);
+  co_return std::pair{std::move(r), client.peer().to_string()};
+}
+}  // namespace
+
+TEST_CASE("recv_exact fails with unexpected_eof when the stream ends in the middle", "[tcp]") {
+  const auto kind = GENERATE(backend_kind::uring, backend_kind::test);
+  INFO("backend: " << to_string(kind));
+  const auto [r, peer] = sync_wait(recv_exact_cut_short(), sluice::test::backend_options(kind));
+  REQUIRE_FALSE(r.ok());
+  REQUIRE(r.error().code() == errc::unexpected_eof);
+  REQUIRE(r.error().message() == "recv from " + peer + " (after 3 of 8 bytes): unexpected end of stream");
+}
