@@ -54,6 +54,7 @@ void executor::arm_wake() {
   wake_op_.offset = static_cast<std::uint64_t>(-1);
   wake_op_.user = this;
   wake_op_.complete = &executor::on_wake;
+  wake_op_.internal = true;
   wake_armed_ = true;
   backend_->submit(wake_op_);
 }
@@ -175,6 +176,7 @@ void executor::shutdown() {
     cancel.code = op_code::cancel;
     cancel.target = &wake_op_;
     cancel.complete = [](io_op&) noexcept {};
+    cancel.internal = true;
     backend_->submit(cancel);
     // If the cancel loses the race, the read still ends: give it something to read.
     std::uint64_t one = 1;

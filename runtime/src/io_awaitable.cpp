@@ -24,6 +24,7 @@ void io_awaitable::cancel_on_owner() noexcept {
   cancel_op_.target = &op_;
   cancel_op_.user = this;
   cancel_op_.complete = &io_awaitable::on_cancel_complete;
+  cancel_op_.internal = true;
   hold();
   owner()->submit(cancel_op_);
 }

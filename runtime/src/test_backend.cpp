@@ -113,6 +113,7 @@ bool test_backend::auto_step(bool may_block) {
     for (io_op* op : pending_) {
       if (!is_ready(*op)) continue;
       for (auto& rule : faults_) {
+        if (op->internal) break;
         if (auto injected = rule(*op)) {
           const bool data_op = op->code == op_code::read || op->code == op_code::write ||
                                op->code == op_code::send || op->code == op_code::recv;

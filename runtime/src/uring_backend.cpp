@@ -78,6 +78,7 @@ class uring_backend final : public io_backend {
       if (rc == 0) {
         flags_ = flags;
         cq_entries_ = params.cq_entries;
+        cap_ = cq_entries_ > 2 * internal_reserve ? cq_entries_ - internal_reserve : cq_entries_ / 2;
         defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
         break;
       }
@@ -92,7 +93,13 @@ class uring_backend final : public io_backend {
   void submit(io_op& op) override {
     ++outstanding_;
     if (op.code == op_code::cancel && cancel_in_backlog(op)) return;
-    if (backlog_head_ != nullptr || in_flight_ >= cq_entries_ || !prepare(op)) push_backlog(op);
+    if (op.internal) {
+      // The reserve: never queued behind ordinary ops (a cancel must not wait for its target's slot).
+      if (in_flight_ < cq_entries_ && prepare(op)) return;
+    } else if (backlog_head_ == nullptr && in_flight_ < cap_ && prepare(op)) {
+      return;
+    }
+    push_backlog(op);
   }
 
   unsigned poll(bool wait) override {
@@ -119,7 +126,7 @@ class uring_backend final : public io_backend {
     return io_uring_sq_ready(&ring_) > 0 || backlog_head_ != nullptr || local_head_ != nullptr ||
            io_uring_cq_ready(&ring_) > 0;
   }
-  std::size_t capacity() const noexcept override { return cq_entries_; }
+  std::size_t capacity() const noexcept override { return cap_; }
   const char* name() const noexcept override { return "io_uring"; }
 
  private:
@@ -174,7 +181,7 @@ class uring_backend final : public io_backend {
   }
 
   void drain_backlog() {
-    while (backlog_head_ != nullptr && in_flight_ < cq_entries_) {
+    while (backlog_head_ != nullptr && in_flight_ < (backlog_head_->internal ? cq_entries_ : cap_)) {
       io_op* op = backlog_head_;
       if (!prepare(*op)) break;
       backlog_head_ = op->next_;
@@ -236,7 +243,10 @@ class uring_backend final : public io_backend {
 
   io_uring ring_{};
   unsigned flags_ = 0;
+  // CQ entries kept for internal ops: ordinary ops stop at cap_, internal ones at the CQ size.
+  static constexpr unsigned internal_reserve = 8;
   unsigned cq_entries_ = 0;
+  unsigned cap_ = 0;
   bool defer_taskrun_ = false;
   std::size_t in_flight_ = 0;
   std::size_t outstanding_ = 0;

@@ -143,3 +143,27 @@ TEST_CASE("log lines carry the level and the executor id", "[log]") {
   REQUIRE_THAT(out, Catch::Contains("info  -- outside 1") && Catch::Contains("warn  ex0 inside 2"));
   REQUIRE_THAT(out, !Catch::Contains("filtered out"));
 }
+
+TEST_CASE("an executor whose ring is full of long-lived operations is still woken by a post", "[engine]") {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  {
+    engine_options o;
+    o.executors = 1;
+    o.handle_signals = false;
+    o.uring.sq_entries = 8;
+    o.uring.cq_entries = 16;  // ordinary ops are capped below this; the rest wait in the backlog
+    engine eng(o);
+    for (int i = 0; i < 50; ++i) spawn_on(eng.at(0), read_forever(fds[0]));
+    std::this_thread::sleep_for(20ms);  // the executor now sleeps with its ring at the cap
+    std::atomic<bool> ran{false};
+    eng.at(0).post([&] {
+      ran = true;
+      ran.notify_one();
+    });
+    ran.wait(false);  // hangs if the wake-up read were stuck behind the cap
+    REQUIRE(ran);
+  }  // and 50 cancels get through a 16-entry CQ at shutdown
+  ::close(fds[0]);
+  ::close(fds[1]);
+}

@@ -12,7 +12,8 @@
 //   still completes on its own (with -ECANCELED, or its real result if it won the race); the cancel
 //   op completes separately. A cancel completion is never the target's completion.
 // - At most `capacity()` operations are in flight; more wait in a FIFO backlog (never dropped), so
-//   the completion queue cannot overflow.
+//   the completion queue cannot overflow. Internal ops (see io_op::internal) use a reserve of CQ
+//   entries above that cap.
 
 #include <chrono>
 #include <cstdint>
@@ -61,6 +62,10 @@ struct io_op {
   // Called exactly once, on the executor thread, inside poll().
   void (*complete)(io_op& op) noexcept = nullptr;
   void* user = nullptr;
+  // The runtime's own operations (the executor's wake-up read, cancels): they bypass the in-flight
+  // cap into a small reserve, so a ring full of long-lived operations can still be woken and can
+  // still cancel; test fault rules never see them.
+  bool internal = false;
 
   // Backend bookkeeping.
   io_op* next_ = nullptr;
