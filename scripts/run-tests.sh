@@ -72,6 +72,8 @@ cmake --build "$tmp/consumer" -j "$jobs"
 
 say "running the consumer"
 "$tmp/consumer/consumer"
+say "running the README's echo server example end to end"
+"$repo/tests/install/echo_smoke.sh" "$tmp/consumer/echo_server"
 if [[ -x "$prefix/bin/sluice" ]]; then
   say "running the installed tool: sluice --version"
   "$prefix/bin/sluice" --version
