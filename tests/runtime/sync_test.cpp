@@ -7,6 +7,8 @@
 #include <sluice/runtime/when_all.hpp>
 #include <sluice/runtime/when_any.hpp>
 
+#include <support/backends.hpp>
+
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -14,14 +16,9 @@
 
 using namespace sluice::runtime;
 using namespace std::chrono_literals;
+using sluice::test::virtual_time;
 
 namespace {
-
-executor_options virtual_time() {
-  executor_options o;
-  o.backend = std::make_unique<test_backend>();
-  return o;
-}
 
 task<void> wait_and_record(event* e, std::vector<int>* order, int id) {
   bool set = co_await e->wait();

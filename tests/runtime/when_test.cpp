@@ -6,6 +6,8 @@
 #include <sluice/runtime/when_all.hpp>
 #include <sluice/runtime/when_any.hpp>
 
+#include <support/backends.hpp>
+
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -15,14 +17,9 @@
 
 using namespace sluice::runtime;
 using namespace std::chrono_literals;
+using sluice::test::virtual_time;
 
 namespace {
-
-executor_options virtual_time() {
-  executor_options o;
-  o.backend = std::make_unique<test_backend>();
-  return o;
-}
 
 task<int> value_after(std::chrono::milliseconds delay, int value) {
   co_await sleep_for(delay);

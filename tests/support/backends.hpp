@@ -22,6 +22,9 @@ inline runtime::executor_options backend_options(backend_kind kind) {
   return options;
 }
 
+// The deterministic backend: sleeps take no real time (virtual clock), completion order is fixed.
+inline runtime::executor_options virtual_time() { return backend_options(backend_kind::test); }
+
 // A test_backend the test keeps a pointer to (for fault rules and counters) while the executor owns it.
 inline runtime::executor_options test_backend_options(runtime::test_backend*& backend) {
   auto owned = std::make_unique<runtime::test_backend>();
