@@ -1,0 +1,81 @@
+#include <sluice/buffers/segment.hpp>
+
+#include <fmt/core.h>
+
+#include <cassert>
+#include <new>
+#include <stdexcept>
+
+namespace sluice::buffers {
+
+segment_pool::segment_pool(std::byte* base, std::size_t segment_bytes, std::uint32_t first_index,
+                           std::uint32_t segments)
+    : base_(base), segment_bytes_(segment_bytes), first_index_(first_index), segments_(segments) {
+  free_.reserve(segments);
+  // Stack order: slot 0 is taken first.
+  for (std::uint32_t slot = segments; slot > 0; --slot) free_.push_back(slot - 1);
+}
+
+void segment_pool::check_owner() noexcept {
+  auto* here = runtime::executor::current();
+  if (owner_ == nullptr) owner_ = here;
+  assert(owner_ == here && "segment_pool used off its owning executor");
+}
+
+std::byte* segment_pool::take() noexcept {
+  check_owner();
+  if (free_.empty()) return nullptr;
+  const std::uint32_t slot = free_.back();
+  free_.pop_back();
+  return segment_at(slot);
+}
+
+void segment_pool::give(std::byte* segment) noexcept {
+  check_owner();
+  assert(owns(segment) && "segment given to a pool it does not belong to");
+  assert(static_cast<std::size_t>(segment - base_) % segment_bytes_ == 0 && "not a segment start");
+  assert(free_.size() < segments_ && "more segments given back than taken");
+  free_.push_back(slot_of(segment));  // within reserved capacity: no allocation
+}
+
+network_memory::network_memory(std::size_t total_bytes, std::size_t segment_bytes, std::size_t executors)
+    : segment_bytes_(segment_bytes), segment_count_(0) {
+  if (segment_bytes < min_segment_bytes || (segment_bytes & (segment_bytes - 1)) != 0) {
+    throw std::invalid_argument(fmt::format(
+        "network memory: segment size {} bytes must be a power of two of at least {} bytes", segment_bytes,
+        min_segment_bytes));
+  }
+  if (executors == 0) throw std::invalid_argument("network memory: needs at least one executor");
+  segment_count_ = total_bytes / segment_bytes;
+  if (segment_count_ < executors) {
+    throw std::invalid_argument(fmt::format(
+        "network memory: {} bytes make {} segments of {} bytes, fewer than one per executor ({} executors); "
+        "raise the total to at least {} bytes",
+        total_bytes, segment_count_, segment_bytes, executors, executors * segment_bytes));
+  }
+  if (segment_count_ > UINT32_MAX) {
+    throw std::invalid_argument(fmt::format("network memory: {} segments is more than 2^32", segment_count_));
+  }
+  base_ = static_cast<std::byte*>(::operator new(segment_count_ * segment_bytes_, std::align_val_t{segment_bytes_}));
+  pools_.reserve(executors);
+  const std::size_t share = segment_count_ / executors;
+  const std::size_t extra = segment_count_ % executors;  // the first `extra` executors get one more
+  std::size_t first = 0;
+  for (std::size_t i = 0; i < executors; ++i) {
+    const std::size_t n = share + (i < extra ? 1 : 0);
+    pools_.push_back(std::make_unique<segment_pool>(base_ + first * segment_bytes_, segment_bytes_,
+                                                    static_cast<std::uint32_t>(first), static_cast<std::uint32_t>(n)));
+    first += n;
+  }
+  assert(first == segment_count_);
+}
+
+network_memory::~network_memory() {
+  for ([[maybe_unused]] auto& p : pools_) {
+    assert(p->free_segments() == p->total_segments() && "network memory freed while segments are taken");
+  }
+  pools_.clear();
+  ::operator delete(base_, std::align_val_t{segment_bytes_});
+}
+
+}  // namespace sluice::buffers
