@@ -319,3 +319,70 @@ TEST_CASE("a slow consumer suspends the producer and memory stays at the pool's 
   REQUIRE(seen.min_free_segments == 12);
   REQUIRE(memory.pool(0).free_segments() == 16);
 }
+
+namespace {
+
+// Scenario 15's shape: two channels of one gate take buffers from the gate's pool; the
+// channel-state writer keeps views of some of them while the channels recycle theirs. In Flink
+// each recycle took a channel lock and called into the other channel (FLINK-22946); here a recycle
+// only schedules the next waiter, so both channels run to the end.
+struct gate_seen {
+  std::size_t records[2] = {0, 0};
+  std::size_t writer_held_max = 0;
+  std::size_t in_use_max = 0;
+};
+
+task<void> channel(local_buffer_pool* pool, std::vector<buffer_view>* writer, int id, std::size_t count,
+                   gate_seen* seen) {
+  for (std::size_t i = 0; i < count; ++i) {
+    std::optional<buffer> b = co_await pool->request();
+    REQUIRE(b.has_value());
+    b->append(std::as_bytes(std::span(&i, 1)));
+    if (i % 3 == 0) writer->push_back(b->retain());  // captured as channel state
+    seen->in_use_max = std::max(seen->in_use_max, pool->in_use());
+    co_await yield();
+    b.reset();  // recycled while the other channel may be waiting
+    ++seen->records[id];
+  }
+}
+
+task<void> state_writer(std::vector<buffer_view>* held, const bool* done, gate_seen* seen) {
+  for (int turn = 0; turn < 100000 && !(*done && held->empty()); ++turn) {
+    seen->writer_held_max = std::max(seen->writer_held_max, held->size());
+    if (!held->empty()) held->erase(held->begin());  // a write completed: the view goes
+    co_await yield();
+    co_await yield();
+  }
+}
+
+task<void> channels_done(task<void> a, task<void> b, bool* done) {
+  co_await when_all(std::move(a), std::move(b));
+  *done = true;
+}
+
+task<void> two_channels_and_writer(network_memory* memory, gate_seen* seen) {
+  local_buffer_pool pool(memory->pool(0), 3, 3);
+  std::vector<buffer_view> writer;
+  bool done = false;
+  co_await when_all(
+      channels_done(channel(&pool, &writer, 0, 200, seen), channel(&pool, &writer, 1, 200, seen), &done),
+      state_writer(&writer, &done, seen));
+  REQUIRE(pool.in_use() == 0);
+  REQUIRE(pool.available() == 3);
+  REQUIRE(pool.recycled() == 400);
+  REQUIRE(pool.violations() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("two channels recycling while the state writer holds their buffers never deadlock (scenario 15)",
+          "[buffer_pool]") {
+  network_memory memory(8 * 4096, 4096, 1);
+  gate_seen seen;
+  sync_wait(two_channels_and_writer(&memory, &seen), virtual_time());
+  REQUIRE(seen.records[0] == 200);
+  REQUIRE(seen.records[1] == 200);
+  REQUIRE(seen.writer_held_max > 0);
+  REQUIRE(seen.in_use_max == 3);
+  REQUIRE(memory.pool(0).free_segments() == 8);
+}
