@@ -33,7 +33,7 @@ executor::executor(executor_options options)
   if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "executor: eventfd");
   stop_node_.owner = this;
   stop_node_.run = [](detail::inbox_node* self) noexcept {
-    static_cast<stop_message*>(self)->owner->stop_source_.request_stop();
+    static_cast<stop_message*>(self)->owner->stop_now();
   };
   executor* previous = std::exchange(current_, this);
   arm_wake();
@@ -81,7 +81,7 @@ void executor::post_node(detail::inbox_node* node) noexcept {
 
 void executor::request_stop() noexcept {
   if (is_current()) {
-    stop_source_.request_stop();
+    stop_now();
   } else if (!stop_posted_.exchange(true)) {
     // Stop callbacks then run on the owner thread, where the waits they cancel live.
     post_node(&stop_node_);
@@ -151,7 +151,7 @@ void executor::run() {
 
 void executor::drain() {
   executor* previous = std::exchange(current_, this);
-  stop_source_.request_stop();
+  stop_now();
   // Detached tasks see the stop through their token and finish; their I/O is cancelled.
   auto last_report = std::chrono::steady_clock::now();
   while (detached_ > 0 || !ready_.empty() || backend_->outstanding() > (wake_armed_ ? 1u : 0u) ||
@@ -185,6 +185,32 @@ void executor::shutdown() {
     while (backend_->outstanding() > 0) backend_->poll(true);
   }
   current_ = previous;
+}
+
+// --- the executor's own stop ------------------------------------------------------------------
+
+void executor::stop_now() noexcept {
+  assert(is_current());
+  stop_source_.request_stop();
+  while (detail::stoppable_wait* w = stop_waits_) {
+    unlink_stop_wait(w);
+    w->stop_requested();
+  }
+}
+
+void executor::link_stop_wait(detail::stoppable_wait* w) noexcept {
+  w->stop_prev_ = nullptr;
+  w->stop_next_ = stop_waits_;
+  if (stop_waits_ != nullptr) stop_waits_->stop_prev_ = w;
+  stop_waits_ = w;
+  w->in_stop_list_ = true;
+}
+
+void executor::unlink_stop_wait(detail::stoppable_wait* w) noexcept {
+  if (w->stop_prev_ != nullptr) w->stop_prev_->stop_next_ = w->stop_next_; else stop_waits_ = w->stop_next_;
+  if (w->stop_next_ != nullptr) w->stop_next_->stop_prev_ = w->stop_prev_;
+  w->stop_prev_ = w->stop_next_ = nullptr;
+  w->in_stop_list_ = false;
 }
 
 // --- detached tasks ----------------------------------------------------------------------------
@@ -228,7 +254,15 @@ void stoppable_wait::arm(std::coroutine_handle<> waiter, std::stop_token const* 
   assert(owner_ && "awaiting an operation off an executor");
   waiter_ = waiter;
   run = &stoppable_wait::on_message;
-  if (token != nullptr && token->stop_possible()) callback_.emplace(*token, on_stop{this});
+  if (token == owner_->stop_token()) {
+    if (token->stop_requested()) {
+      stop_requested();
+    } else {
+      owner_->link_stop_wait(this);
+    }
+  } else if (token != nullptr && token->stop_possible()) {
+    callback_.emplace(*token, on_stop{this});
+  }
 }
 
 void stoppable_wait::stop_requested() noexcept {
@@ -259,6 +293,7 @@ void stoppable_wait::on_message(inbox_node* self) noexcept {
 
 void stoppable_wait::finish_target() noexcept {
   finished_ = true;
+  if (in_stop_list_) owner_->unlink_stop_wait(this);
   // Waits for a stop callback running concurrently on another thread; afterwards posted_ is final.
   callback_.reset();
   if (posted_.load(std::memory_order_acquire)) {

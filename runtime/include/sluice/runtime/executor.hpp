@@ -34,6 +34,7 @@ namespace sluice::runtime {
 
 namespace detail {
 void log_posted_failure(const char* what) noexcept;
+class stoppable_wait;
 }
 
 struct executor_options {
@@ -105,6 +106,13 @@ class executor {
  private:
   struct root_task;
   friend struct root_task;
+  friend class detail::stoppable_wait;
+  // Waits under this executor's own stop token are kept in an intrusive owner-only list instead of
+  // registering a std::stop_callback each (two atomic read-modify-writes per operation): stop_now()
+  // walks the list.
+  void stop_now() noexcept;
+  void link_stop_wait(detail::stoppable_wait* w) noexcept;
+  void unlink_stop_wait(detail::stoppable_wait* w) noexcept;
   static root_task run_detached(task<void> t, executor* ex);
   template <class T>
   struct slot;
@@ -140,6 +148,7 @@ class executor {
   } stop_node_{};
   std::atomic<bool> stop_posted_{false};
   std::size_t detached_ = 0;
+  detail::stoppable_wait* stop_waits_ = nullptr;
 };
 
 // --- root tasks: the coroutine that sits under a detached task or a block_on ------------------
@@ -300,8 +309,12 @@ class stoppable_wait : protected inbox_node {
   void stop_requested() noexcept;
   static void on_message(inbox_node* self) noexcept;
 
+  friend class sluice::runtime::executor;
   executor* owner_ = nullptr;
   std::coroutine_handle<> waiter_{};
+  stoppable_wait* stop_prev_ = nullptr;  // in the owner's list of waits under its own token
+  stoppable_wait* stop_next_ = nullptr;
+  bool in_stop_list_ = false;
   unsigned pending_ = 1;
   bool finished_ = false;
   bool stop_seen_ = false;
