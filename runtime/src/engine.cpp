@@ -122,6 +122,7 @@ task<void> engine::watch_signals() {
 }
 
 void engine::request_stop() noexcept {
+  if (stop_requested_.exchange(true)) return;
   for (executor* ex : executors_) {
     if (ex != nullptr) ex->request_stop();
   }

@@ -41,7 +41,7 @@ class engine {
   template <class T>
   T block_on(task<T> t);
 
-  // Any thread: asks every executor to stop.
+  // Any thread: asks every executor to stop. Idempotent (only the first call posts).
   void request_stop() noexcept;
   // The signal that stopped the engine (0 if none).
   int stop_signal() const noexcept { return stop_signal_.load(); }
@@ -59,6 +59,9 @@ class engine {
   int signal_fd_ = -1;
   sigset_t previous_mask_{};
   std::atomic<int> stop_signal_{0};
+  // Set by the first request_stop(): executors may finish and be destroyed after it, so no later
+  // call may post to them.
+  std::atomic<bool> stop_requested_{false};
   bool stopped_ = false;
 };
 
