@@ -51,6 +51,7 @@
 //   }
 //   at the end of the stream: decoder.finish() fails if the peer stopped mid-frame.
 
+#include <sluice/buffers/sequence_tracker.hpp>
 #include <sluice/io/result.hpp>
 
 #include <array>
@@ -71,13 +72,9 @@ inline constexpr std::size_t frame_header_bytes = 28;
 inline constexpr std::array<std::byte, 4> frame_magic = {std::byte{'S'}, std::byte{'L'}, std::byte{'C'},
                                                          std::byte{'E'}};
 inline constexpr std::uint16_t frame_version = 1;
-// The channel id of frames that address the whole connection. It is never a channel.
-inline constexpr std::uint32_t connection_channel_id = 0xFFFF'FFFFu;
 inline constexpr std::uint32_t max_close_reason_bytes = 256;
 // The largest max_payload_bytes a decoder may be configured with.
 inline constexpr std::uint32_t max_payload_limit_bytes = 64u * 1024 * 1024;
-// The largest max_channels a decoder may be configured with.
-inline constexpr std::uint32_t max_channels_limit = 1u << 16;
 
 enum class frame_type : std::uint8_t {
   partition_request = 1,
@@ -192,43 +189,6 @@ template <>
 struct std::is_error_code_enum<sluice::buffers::frame_fault> : std::true_type {};
 
 namespace sluice::buffers {
-
-// Which way data flows on a channel, from this side's point of view.
-enum class channel_role : std::uint8_t {
-  receives_data,  // registered with add_channel; the peer sends buffer, event, backlog, cancel
-  sends_data,     // opened by the peer's partition request; the peer sends add-credit, cancel
-};
-
-// The next expected sequence number of each open channel of one direction of a connection. It is an
-// open-addressing table allocated once, bounded by max_channels; no allocation after construction.
-class sequence_tracker {
- public:
-  struct entry {
-    std::uint32_t channel_id = connection_channel_id;  // connection_channel_id marks a free slot
-    channel_role role = channel_role::receives_data;
-    std::uint64_t next_sequence = 0;
-  };
-
-  explicit sequence_tracker(std::uint32_t max_channels);
-
-  entry* find(std::uint32_t channel_id) noexcept;
-  const entry* find(std::uint32_t channel_id) const noexcept;
-  // False when the channel is already there or max_channels are open. channel_id must not be
-  // connection_channel_id (asserted).
-  bool insert(std::uint32_t channel_id, channel_role role) noexcept;
-  bool erase(std::uint32_t channel_id) noexcept;
-
-  std::uint32_t size() const noexcept { return size_; }
-  std::uint32_t max_channels() const noexcept { return max_channels_; }
-
- private:
-  std::size_t home_slot(std::uint32_t channel_id) const noexcept;
-
-  std::vector<entry> slots_;
-  std::uint32_t size_ = 0;
-  std::uint32_t max_channels_;
-  unsigned hash_shift_;
-};
 
 struct frame_decoder_config {
   std::uint32_t max_payload_bytes = 32 * 1024;  // the largest buffer or event payload accepted
