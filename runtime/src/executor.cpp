@@ -115,12 +115,18 @@ void executor::turn(bool may_wait) {
 
 void executor::wait_for_work(bool io_waiting) {
   // After recent cross-thread traffic, spin briefly on the inbox first: a reply is likely soon and
-  // waking from the ring costs microseconds.
+  // waking from the ring costs microseconds. The re-armed wake-up read counts as pending work until
+  // it is submitted, so submit first and look again.
+  if (recent_inbox_traffic_ && io_waiting && spin_before_sleep_.count() > 0) {
+    backend_->poll(false);
+    io_waiting = backend_->has_pending_work() || backend_->outstanding() > (wake_armed_ ? 1u : 0u);
+    if (!ready_.empty()) return;
+  }
   if (recent_inbox_traffic_ && !io_waiting && spin_before_sleep_.count() > 0) {
     recent_inbox_traffic_ = false;
     const auto until = std::chrono::steady_clock::now() + spin_before_sleep_;
     do {
-      for (int i = 0; i < 64; ++i) SLUICE_CPU_RELAX();
+      for (int i = 0; i < 8; ++i) SLUICE_CPU_RELAX();
       if (inbox_.maybe_nonempty()) return;
     } while (std::chrono::steady_clock::now() < until);
   }
