@@ -19,14 +19,14 @@ bool io_awaitable::start(std::coroutine_handle<> h, std::stop_token const* token
 }
 
 void io_awaitable::cancel_on_owner() noexcept {
-  cancel_op_ = io_op{};
-  cancel_op_.code = op_code::cancel;
-  cancel_op_.target = &op_;
-  cancel_op_.user = this;
-  cancel_op_.complete = &io_awaitable::on_cancel_complete;
-  cancel_op_.internal = true;
+  io_op* cancel = ::new (static_cast<void*>(cancel_storage_)) io_op{};
+  cancel->code = op_code::cancel;
+  cancel->target = &op_;
+  cancel->user = this;
+  cancel->complete = &io_awaitable::on_cancel_complete;
+  cancel->internal = true;
   hold();
-  owner()->submit(cancel_op_);
+  owner()->submit(*cancel);
 }
 
 void io_awaitable::on_complete(io_op& op) noexcept {
