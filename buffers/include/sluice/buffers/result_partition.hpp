@@ -1,0 +1,192 @@
+#pragma once
+// result_partition: the output of one task, with one subpartition (a FIFO of buffers and events) per
+// consumer channel. It belongs to one executor, with its local_buffer_pool (invariant 1).
+//
+// Protocol:
+// - Producing. `co_await emit(record, i)` (or a routing helper: forward, hashed, round-robin,
+//   broadcast) serializes the record and copies it into subpartition i's current buffer. A full
+//   buffer is finished: queued on the subpartition, visible to the consumer. The next buffer comes
+//   from `co_await pool.request()`, so an exhausted pool suspends the producer (backpressure); the
+//   pool's maximum bounds the memory (invariant 6). One producer: emits do not overlap (asserted).
+// - Flushing. A partially filled buffer is queued when its flush deadline passes (flush_timeout
+//   after the first record entered it, on the executor clock), on flush()/flush_all(), or at once
+//   when flush_timeout is 0. Deadlines are enforced by emit() for its own subpartition and by
+//   `run_flusher()`, a coroutine the owner runs next to the producer; it ends after finish().
+// - Events go in-band, after everything emitted before them (the current buffer is flushed first).
+//   finish() appends end-of-partition to every subpartition. A priority event (a barrier) overtakes
+//   the queued data of its subpartition: it goes to the head of the queue (behind earlier priority
+//   events), and views of exactly the overtaken data buffers come back, in order, as output channel
+//   state; the buffers stay queued and are sent after the event.
+// - Consuming (same executor). poll_next(i) yields the next buffer or event and the backlog;
+//   `co_await wait_available(i)` waits until something is queued, woken by scheduling (invariant 3);
+//   release(i) drops subpartition i: its queue is recycled once, and later records for it are dropped.
+//
+//   result_partition out(pool, {.subpartitions = 4, .flush_timeout = 100ms});
+//   co_await when_all(out.run_flusher(), produce(out));   // produce: co_await out.emit(r, i); ...
+//   while (auto next = out.poll_next(i)) send(std::move(next->view));
+
+#include <sluice/buffers/buffer.hpp>
+#include <sluice/buffers/buffer_pool.hpp>
+#include <sluice/buffers/codec.hpp>
+#include <sluice/buffers/record_serializer.hpp>
+#include <sluice/runtime/event.hpp>
+#include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/task.hpp>
+
+#include <cassert>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace sluice::buffers {
+
+struct partition_options {
+  std::size_t subpartitions = 1;
+  // How long a partially filled buffer may wait for more records; 0 flushes after every record.
+  std::chrono::milliseconds flush_timeout{100};
+  // The subpartition of emit_forward().
+  std::size_t forward_subpartition = 0;
+  // Events queued (not yet polled) per subpartition; data is bounded by the pool.
+  std::size_t max_queued_events = 64;
+  std::size_t max_record_bytes = default_max_record_bytes;
+};
+
+// The payload of the end-of-partition event that finish() appends.
+inline constexpr std::byte end_of_partition_tag{0xE0};
+bool is_end_of_partition(const buffer_view& event) noexcept;
+
+class result_partition {
+ public:
+  // On the owner executor, which must be the pool's. Throws std::invalid_argument for bad options.
+  result_partition(local_buffer_pool& pool, partition_options options);
+  ~result_partition();
+  result_partition(const result_partition&) = delete;
+  result_partition& operator=(const result_partition&) = delete;
+
+  // --- producing ---------------------------------------------------------------------------------
+  // Each yields true once the record is written, false if the pool was closed or the producer stopped
+  // while waiting for a buffer (the record is then dropped). The record is serialized at the call,
+  // so the caller may reuse it at once; await the task before the next emit.
+  template <codable T>
+  runtime::task<bool> emit(const T& record, std::size_t subpartition) {
+    begin_emit(subpartition);
+    serializer_.serialize(record);
+    emitting_ = true;
+    return emit_pending(subpartition);
+  }
+  runtime::task<bool> emit_bytes(std::span<const std::byte> record, std::size_t subpartition);
+  template <codable T>
+  runtime::task<bool> emit_forward(const T& record) {
+    return emit(record, options_.forward_subpartition);
+  }
+  // The same key always goes to the same subpartition: hasher(key) mod subpartitions.
+  template <codable T, class K, class Hash = std::hash<K>>
+  runtime::task<bool> emit_hashed(const T& record, const K& key, Hash hasher = {}) {
+    return emit(record, static_cast<std::size_t>(hasher(key)) % options_.subpartitions);
+  }
+  template <codable T>
+  runtime::task<bool> emit_round_robin(const T& record) {
+    const std::size_t target = next_round_robin_;
+    next_round_robin_ = (next_round_robin_ + 1) % options_.subpartitions;
+    return emit(record, target);
+  }
+  // Every subpartition gets the record: encoded once, then copied into each.
+  template <codable T>
+  runtime::task<bool> emit_broadcast(const T& record) {
+    begin_emit(0);
+    broadcast_scratch_.clear();
+    encode_to(broadcast_scratch_, record);
+    emitting_ = true;
+    return emit_broadcast_pending();
+  }
+
+  // Queues the partially filled buffer of one / every subpartition (no-op when there is none).
+  void flush(std::size_t subpartition);
+  void flush_all();
+  // Flushes every subpartition whose deadline has passed on the executor clock.
+  void flush_due();
+  // Enforces flush deadlines until finish() (or a stop request); with flush_timeout 0 it returns.
+  runtime::task<void> run_flusher();
+
+  // `event` is a view of an event buffer (kind event). Queued after the data emitted so far.
+  void add_event(buffer_view event, std::size_t subpartition);
+  void add_event_to_all(buffer_view event);
+  // Puts `event` ahead of the queued data of `subpartition` and returns views of the overtaken data
+  // buffers, oldest first (the partially filled buffer is flushed first, so it is among them).
+  std::vector<buffer_view> add_priority_event(buffer_view event, std::size_t subpartition);
+  // Flushes everything and appends end-of-partition to every subpartition (its buffer comes from the
+  // pool, so this may wait). False if the pool closed or the caller was stopped. Once only.
+  runtime::task<bool> finish();
+  bool finished() const noexcept { return finished_; }
+
+  // --- consuming ---------------------------------------------------------------------------------
+  struct polled {
+    buffer_view view;          // a data buffer or an event (view.kind())
+    bool priority = false;     // a priority event that overtook queued data
+    std::size_t backlog = 0;   // data buffers still queued after this one
+    bool more_available = false;  // anything (data or event) still queued
+  };
+  std::optional<polled> poll_next(std::size_t subpartition);
+  // Finished data buffers queued (the partially filled one does not count).
+  std::size_t backlog(std::size_t subpartition) const;
+  // Buffers and events queued.
+  std::size_t queued(std::size_t subpartition) const;
+  // True once something is queued (or the subpartition was released); false if the waiter was stopped.
+  runtime::event::awaiter wait_available(std::size_t subpartition);
+  // The consumer went away: recycles everything queued there; later records for it are dropped.
+  // Idempotent.
+  void release(std::size_t subpartition);
+  bool released(std::size_t subpartition) const;
+
+  std::size_t subpartitions() const noexcept { return options_.subpartitions; }
+  const partition_options& options() const noexcept { return options_; }
+  local_buffer_pool& pool() const noexcept { return *pool_; }
+  // Records dropped because their subpartition had been released.
+  std::uint64_t dropped_records() const noexcept { return dropped_records_; }
+
+ private:
+  struct entry {
+    buffer_view view;
+    bool priority = false;
+  };
+  struct subpartition_state {
+    std::deque<entry> queue;
+    std::size_t data_queued = 0;
+    std::size_t events_queued = 0;
+    buffer current;  // partially filled, not yet visible
+    std::chrono::steady_clock::time_point deadline{};
+    bool released = false;
+    runtime::event available;
+  };
+
+  void check_owner() const noexcept {
+    assert(runtime::executor::current() == owner_ && "result partition used off its owning executor");
+  }
+  subpartition_state& at(std::size_t subpartition) const;
+  void begin_emit(std::size_t subpartition);
+  runtime::task<bool> emit_pending(std::size_t subpartition);
+  runtime::task<bool> emit_broadcast_pending();
+  // Copies the serializer's pending record into the subpartition, finishing full buffers.
+  runtime::task<bool> copy_record(std::size_t subpartition);
+  void enqueue_current(subpartition_state& s);
+  void push(subpartition_state& s, entry e);
+
+  local_buffer_pool* pool_;
+  runtime::executor* owner_;
+  partition_options options_;
+  std::unique_ptr<subpartition_state[]> subs_;
+  record_serializer serializer_;
+  std::vector<std::byte> broadcast_scratch_;
+  std::size_t next_round_robin_ = 0;
+  bool emitting_ = false;
+  bool finished_ = false;
+  std::uint64_t dropped_records_ = 0;
+};
+
+}  // namespace sluice::buffers

@@ -1,0 +1,289 @@
+#include <sluice/buffers/result_partition.hpp>
+#include <sluice/runtime/timer.hpp>
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+namespace sluice::buffers {
+
+bool is_end_of_partition(const buffer_view& event) noexcept {
+  return event.valid() && event.kind() == buffer_kind::event && event.size() == 1 &&
+         event.data()[0] == end_of_partition_tag;
+}
+
+result_partition::result_partition(local_buffer_pool& pool, partition_options options)
+    : pool_(&pool),
+      owner_(runtime::executor::current()),
+      options_(options),
+      serializer_(options.max_record_bytes) {
+  if (owner_ == nullptr) {
+    throw std::logic_error("result partition: construct it on the executor that owns it (none is running here)");
+  }
+  if (options_.subpartitions == 0) {
+    throw std::invalid_argument("result partition: needs at least 1 subpartition, got 0");
+  }
+  if (options_.flush_timeout.count() < 0) {
+    throw std::invalid_argument(fmt::format("result partition: flush timeout {} ms is negative",
+                                            options_.flush_timeout.count()));
+  }
+  if (options_.forward_subpartition >= options_.subpartitions) {
+    throw std::invalid_argument(fmt::format("result partition: forward subpartition {} is not below {} subpartitions",
+                                            options_.forward_subpartition, options_.subpartitions));
+  }
+  assert((pool.owner() == nullptr || pool.owner() == owner_) && "result partition on another executor than its pool");
+  subs_ = std::make_unique<subpartition_state[]>(options_.subpartitions);
+}
+
+result_partition::~result_partition() {
+  check_owner();
+  assert(!emitting_ && "result partition destroyed during an emit");
+  for (std::size_t i = 0; i < options_.subpartitions; ++i) {
+    subs_[i].queue.clear();
+    subs_[i].current.reset();
+  }
+}
+
+result_partition::subpartition_state& result_partition::at(std::size_t subpartition) const {
+  if (subpartition >= options_.subpartitions) {
+    throw std::out_of_range(fmt::format("result partition: subpartition {} out of range (it has {})", subpartition,
+                                        options_.subpartitions));
+  }
+  return subs_[subpartition];
+}
+
+// --- producing -------------------------------------------------------------------------------------
+
+void result_partition::begin_emit(std::size_t subpartition) {
+  check_owner();
+  assert(!emitting_ && "emit while the previous emit is still running (one producer, await each emit)");
+  assert(!finished_ && "emit after finish()");
+  (void)at(subpartition);
+}
+
+runtime::task<bool> result_partition::emit_bytes(std::span<const std::byte> record, std::size_t subpartition) {
+  begin_emit(subpartition);
+  serializer_.serialize_bytes(record);
+  emitting_ = true;
+  return emit_pending(subpartition);
+}
+
+runtime::task<bool> result_partition::emit_pending(std::size_t subpartition) {
+  const bool written = co_await copy_record(subpartition);
+  emitting_ = false;
+  co_return written;
+}
+
+runtime::task<bool> result_partition::emit_broadcast_pending() {
+  for (std::size_t i = 0; i < options_.subpartitions; ++i) {
+    serializer_.serialize_bytes(broadcast_scratch_);
+    const bool written = co_await copy_record(i);
+    if (!written) {
+      emitting_ = false;
+      co_return false;
+    }
+  }
+  emitting_ = false;
+  co_return true;
+}
+
+runtime::task<bool> result_partition::copy_record(std::size_t subpartition) {
+  subpartition_state& s = subs_[subpartition];
+  for (;;) {
+    if (s.released) {
+      serializer_.clear();
+      ++dropped_records_;
+      co_return true;
+    }
+    if (!s.current.valid()) {
+      std::optional<buffer> next = co_await pool_->request();  // backpressure: suspends on an empty pool
+      if (!next.has_value()) {
+        serializer_.clear();
+        co_return false;
+      }
+      if (s.released) continue;  // released while we waited: `next` goes back to the pool
+      s.current = std::move(*next);
+      s.current.set_kind(buffer_kind::data);
+      s.deadline = owner_->now() + options_.flush_timeout;
+    }
+    const copy_result result = serializer_.copy_to(s.current);
+    if (result == copy_result::record_complete) break;
+    enqueue_current(s);  // full
+    if (result == copy_result::record_complete_buffer_full) break;
+  }
+  if (s.current.valid() && (options_.flush_timeout.count() == 0 || owner_->now() >= s.deadline)) {
+    enqueue_current(s);
+  }
+  co_return true;
+}
+
+void result_partition::enqueue_current(subpartition_state& s) {
+  assert(s.current.valid() && s.current.size() > 0);
+  buffer_view view = s.current.retain();
+  s.current.reset();  // the view keeps the segment until the consumer is done with it
+  push(s, entry{std::move(view), false});
+}
+
+void result_partition::push(subpartition_state& s, entry e) {
+  if (s.released) return;  // e's view recycles its buffer here, exactly once
+  if (e.view.kind() == buffer_kind::data) {
+    ++s.data_queued;
+    // Every queued data buffer holds its own segment of the pool.
+    assert(s.data_queued <= pool_->max_segments());
+  } else {
+    if (s.events_queued == options_.max_queued_events) {
+      throw std::length_error(fmt::format("result partition: {} events already queued on a subpartition; "
+                                          "the consumer does not poll (raise max_queued_events?)",
+                                          s.events_queued));
+    }
+    ++s.events_queued;
+  }
+  s.queue.push_back(std::move(e));
+  s.available.set();  // schedules waiters, never calls them
+}
+
+void result_partition::flush(std::size_t subpartition) {
+  check_owner();
+  subpartition_state& s = at(subpartition);
+  if (s.current.valid()) enqueue_current(s);
+}
+
+void result_partition::flush_all() {
+  for (std::size_t i = 0; i < options_.subpartitions; ++i) flush(i);
+}
+
+void result_partition::flush_due() {
+  check_owner();
+  const auto now = owner_->now();
+  for (std::size_t i = 0; i < options_.subpartitions; ++i) {
+    subpartition_state& s = subs_[i];
+    if (s.current.valid() && now >= s.deadline) enqueue_current(s);
+  }
+}
+
+runtime::task<void> result_partition::run_flusher() {
+  check_owner();
+  if (options_.flush_timeout.count() == 0) co_return;
+  while (!finished_) {
+    auto next = owner_->now() + options_.flush_timeout;
+    for (std::size_t i = 0; i < options_.subpartitions; ++i) {
+      if (subs_[i].current.valid()) next = std::min(next, subs_[i].deadline);
+    }
+    const bool slept = co_await runtime::sleep_until(next);
+    if (!slept) co_return;  // stopped
+    flush_due();
+  }
+}
+
+// --- events ----------------------------------------------------------------------------------------
+
+void result_partition::add_event(buffer_view event, std::size_t subpartition) {
+  check_owner();
+  assert(event.valid() && event.kind() == buffer_kind::event);
+  flush(subpartition);  // the event follows every record emitted before it
+  push(at(subpartition), entry{std::move(event), false});
+}
+
+void result_partition::add_event_to_all(buffer_view event) {
+  check_owner();
+  assert(event.valid() && event.kind() == buffer_kind::event);
+  const std::size_t n = options_.subpartitions;
+  for (std::size_t i = 0; i < n; ++i) {
+    flush(i);
+    push(subs_[i], entry{i + 1 < n ? event.share() : std::move(event), false});
+  }
+}
+
+std::vector<buffer_view> result_partition::add_priority_event(buffer_view event, std::size_t subpartition) {
+  check_owner();
+  assert(event.valid() && event.kind() == buffer_kind::event);
+  subpartition_state& s = at(subpartition);
+  std::vector<buffer_view> overtaken;
+  if (s.released) return overtaken;
+  flush(subpartition);  // data emitted before the barrier is either sent before it or overtaken
+  if (s.events_queued == options_.max_queued_events) {
+    throw std::length_error(fmt::format("result partition: {} events already queued on subpartition {}",
+                                        s.events_queued, subpartition));
+  }
+  // Behind earlier priority events, ahead of everything else.
+  std::size_t head = 0;
+  while (head < s.queue.size() && s.queue[head].priority) ++head;
+  overtaken.reserve(s.data_queued);
+  for (std::size_t i = head; i < s.queue.size(); ++i) {
+    if (s.queue[i].view.kind() == buffer_kind::data) overtaken.push_back(s.queue[i].view.share());
+  }
+  s.queue.insert(s.queue.begin() + static_cast<std::ptrdiff_t>(head), entry{std::move(event), true});
+  ++s.events_queued;
+  s.available.set();
+  return overtaken;
+}
+
+runtime::task<bool> result_partition::finish() {
+  check_owner();
+  assert(!finished_ && !emitting_ && "finish() twice, or during an emit");
+  std::optional<buffer> eop = co_await pool_->request();
+  if (!eop.has_value()) co_return false;
+  eop->set_kind(buffer_kind::event);
+  const std::byte tag = end_of_partition_tag;
+  eop->append({&tag, 1});
+  buffer_view view = eop->retain();
+  eop.reset();
+  finished_ = true;
+  add_event_to_all(std::move(view));  // flushes every subpartition first
+  co_return true;
+}
+
+// --- consuming -------------------------------------------------------------------------------------
+
+std::optional<result_partition::polled> result_partition::poll_next(std::size_t subpartition) {
+  check_owner();
+  subpartition_state& s = at(subpartition);
+  if (s.queue.empty()) return std::nullopt;
+  entry e = std::move(s.queue.front());
+  s.queue.pop_front();
+  if (e.view.kind() == buffer_kind::data) {
+    --s.data_queued;
+  } else {
+    --s.events_queued;
+  }
+  if (s.queue.empty() && !s.released) s.available.reset();
+  return polled{std::move(e.view), e.priority, s.data_queued, !s.queue.empty()};
+}
+
+std::size_t result_partition::backlog(std::size_t subpartition) const {
+  check_owner();
+  return at(subpartition).data_queued;
+}
+
+std::size_t result_partition::queued(std::size_t subpartition) const {
+  check_owner();
+  return at(subpartition).queue.size();
+}
+
+runtime::event::awaiter result_partition::wait_available(std::size_t subpartition) {
+  check_owner();
+  return at(subpartition).available.wait();
+}
+
+void result_partition::release(std::size_t subpartition) {
+  check_owner();
+  subpartition_state& s = at(subpartition);
+  if (s.released) return;
+  s.released = true;
+  std::deque<entry> dropped = std::move(s.queue);
+  s.queue.clear();
+  s.data_queued = 0;
+  s.events_queued = 0;
+  s.current.reset();
+  dropped.clear();      // each view recycles its buffer once; waiters are scheduled, not called
+  s.available.set();    // a waiting consumer sees the release
+}
+
+bool result_partition::released(std::size_t subpartition) const {
+  check_owner();
+  return at(subpartition).released;
+}
+
+}  // namespace sluice::buffers

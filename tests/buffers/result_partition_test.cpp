@@ -1,0 +1,572 @@
+#include <sluice/buffers/record_deserializer.hpp>
+#include <sluice/buffers/result_partition.hpp>
+#include <sluice/runtime/sync_wait.hpp>
+#include <sluice/runtime/timer.hpp>
+#include <sluice/runtime/when_all.hpp>
+
+#include <support/backends.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace sluice::buffers;
+using namespace sluice::runtime;
+using namespace std::chrono_literals;
+using sluice::test::virtual_time;
+
+namespace {
+
+constexpr std::size_t segment_bytes = 4096;
+
+// What one subpartition delivered: its records, and the sequence of items ('d' data buffer,
+// 'e' event, 'p' priority event, 'E' end-of-partition).
+template <class T>
+struct drained {
+  std::vector<T> records;
+  std::string items;
+  bool partial_record_left = false;
+};
+
+template <class T>
+drained<T> drain(result_partition& out, std::size_t subpartition) {
+  drained<T> d;
+  record_deserializer des;
+  while (auto next = out.poll_next(subpartition)) {
+    if (next->view.kind() == buffer_kind::event) {
+      d.items += is_end_of_partition(next->view) ? 'E' : (next->priority ? 'p' : 'e');
+      continue;
+    }
+    d.items += 'd';
+    des.set_next_buffer(std::move(next->view));
+    while (auto r = des.next_record<T>()) d.records.push_back(std::move(*r));
+  }
+  d.partial_record_left = des.has_partial_record();
+  des.clear();
+  return d;
+}
+
+std::string text(std::size_t bytes, int seed) {
+  std::string s(bytes, 'a');
+  for (std::size_t i = 0; i < bytes; ++i) s[i] = static_cast<char>('a' + (i * 7 + static_cast<std::size_t>(seed)) % 26);
+  return s;
+}
+
+task<buffer_view> make_event(local_buffer_pool* pool, std::byte tag) {
+  std::optional<buffer> b = co_await pool->request();
+  REQUIRE(b.has_value());
+  b->set_kind(buffer_kind::event);
+  b->append({&tag, 1});
+  co_return b->retain();
+}
+
+std::string single_record(const buffer_view& view) {
+  record_deserializer des;
+  des.set_next_buffer(view.share());
+  auto r = des.next_record<std::string>();
+  des.clear();
+  return r.value_or("<none>");
+}
+
+// ---------------------------------------------------------------------------------------------
+task<void> forward_routing(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 8);
+  {
+    result_partition out(pool, {.subpartitions = 3, .flush_timeout = 0ms, .forward_subpartition = 1});
+    for (std::uint64_t i = 0; i < 5; ++i) {
+      const bool ok = co_await out.emit_forward(i * 11);
+      REQUIRE(ok);
+    }
+    REQUIRE(out.backlog(0) == 0);
+    REQUIRE(out.backlog(1) == 5);
+    REQUIRE(out.backlog(2) == 0);
+    auto d = drain<std::uint64_t>(out, 1);
+    REQUIRE(d.records == std::vector<std::uint64_t>{0, 11, 22, 33, 44});
+  }
+  REQUIRE(pool.in_use() == 0);
+  REQUIRE(pool.violations() == 0);
+}
+
+task<void> hash_routing(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 8);
+  {
+    result_partition out(pool, {.subpartitions = 4, .flush_timeout = 100ms});
+    const std::vector<std::string> keys{"apple", "pear", "plum", "fig", "kiwi", "lime", "date", "yuzu"};
+    for (int round = 0; round < 5; ++round) {
+      for (const auto& key : keys) {
+        const bool ok = co_await out.emit_hashed(std::pair<std::string, int>(key, round), key);
+        REQUIRE(ok);
+      }
+    }
+    out.flush_all();
+    std::map<std::string, std::size_t> home;
+    std::size_t total = 0;
+    for (std::size_t sub = 0; sub < 4; ++sub) {
+      auto d = drain<std::pair<std::string, int>>(out, sub);
+      std::map<std::string, int> next_round;
+      for (const auto& [key, round] : d.records) {
+        REQUIRE(std::hash<std::string>{}(key) % 4 == sub);
+        auto placed = home.emplace(key, sub).first;
+        REQUIRE(placed->second == sub);  // the same key always lands on the same subpartition
+        REQUIRE(round == next_round[key]++);  // and in order
+        ++total;
+      }
+    }
+    REQUIRE(total == keys.size() * 5);
+    REQUIRE(home.size() == keys.size());
+  }
+  REQUIRE(pool.in_use() == 0);
+}
+
+task<void> round_robin_routing(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 8);
+  {
+    result_partition out(pool, {.subpartitions = 4, .flush_timeout = 100ms});
+    for (std::uint32_t i = 0; i < 40; ++i) {
+      const bool ok = co_await out.emit_round_robin(i);
+      REQUIRE(ok);
+    }
+    out.flush_all();
+    for (std::uint32_t sub = 0; sub < 4; ++sub) {
+      auto d = drain<std::uint32_t>(out, sub);
+      REQUIRE(d.records.size() == 10);
+      for (std::uint32_t k = 0; k < 10; ++k) REQUIRE(d.records[k] == sub + 4 * k);
+    }
+  }
+  REQUIRE(pool.in_use() == 0);
+}
+
+task<void> broadcast_routing(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 32);
+  {
+    result_partition out(pool, {.subpartitions = 3, .flush_timeout = 100ms});
+    const std::vector<std::string> records{text(10, 1), text(3000, 2), text(10000, 3), "", text(500, 4)};
+    for (const auto& r : records) {
+      const bool ok = co_await out.emit_broadcast(r);
+      REQUIRE(ok);
+    }
+    out.flush_all();
+    for (std::size_t sub = 0; sub < 3; ++sub) {
+      auto d = drain<std::string>(out, sub);
+      REQUIRE(d.records == records);
+      REQUIRE_FALSE(d.partial_record_left);
+    }
+  }
+  REQUIRE(pool.in_use() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("forward routing sends every record to the task's own subpartition", "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(forward_routing(&memory), virtual_time());
+}
+
+TEST_CASE("hash routing sends the same key to the same subpartition, hash mod n, in order", "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(hash_routing(&memory), virtual_time());
+}
+
+TEST_CASE("round-robin routing spreads records evenly and in turn", "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(round_robin_routing(&memory), virtual_time());
+}
+
+TEST_CASE("broadcast gives every subpartition every record, byte-exact, even records larger than a buffer",
+          "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(broadcast_routing(&memory), virtual_time());
+}
+
+namespace {
+
+task<void> spanning_records(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 32);
+  {
+    result_partition out(pool, {.subpartitions = 2, .flush_timeout = 100ms});
+    std::vector<std::string> records;
+    for (int i = 0; i < 12; ++i) records.push_back(text(static_cast<std::size_t>(700 * i + 3), i));
+    records.push_back(text(3 * segment_bytes + 17, 99));  // larger than a buffer: spans four
+    std::size_t bytes = 0;
+    for (const auto& r : records) {
+      const bool ok = co_await out.emit(r, 1);
+      REQUIRE(ok);
+      bytes += r.size() + 8;  // record prefix + string length
+    }
+    REQUIRE(out.backlog(1) == bytes / segment_bytes);  // only full buffers are visible yet
+    out.flush(1);
+    REQUIRE(out.backlog(1) == bytes / segment_bytes + 1);
+    auto d = drain<std::string>(out, 1);
+    REQUIRE(d.records == records);
+    REQUIRE_FALSE(d.partial_record_left);
+    REQUIRE(out.queued(0) == 0);
+  }
+  REQUIRE(pool.in_use() == 0);
+}
+
+task<void> flush_every_record(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 8);
+  {
+    result_partition out(pool, {.subpartitions = 1, .flush_timeout = 0ms});
+    for (std::size_t k = 1; k <= 5; ++k) {
+      const bool ok = co_await out.emit(std::string("r") + std::to_string(k), 0);
+      REQUIRE(ok);
+      REQUIRE(out.backlog(0) == k);  // available at once, without a flusher or a flush()
+    }
+    auto d = drain<std::string>(out, 0);
+    REQUIRE(d.records == std::vector<std::string>{"r1", "r2", "r3", "r4", "r5"});
+    REQUIRE(d.items == "ddddd");
+  }
+  REQUIRE(pool.in_use() == 0);
+}
+
+struct timeline {
+  std::size_t backlog_at_start = 99;
+  std::size_t backlog_at_99ms = 99;
+  std::size_t backlog_at_101ms = 0;
+  std::size_t backlog_after_flush = 0;
+  std::size_t backlog_before_flush = 99;
+  std::chrono::nanoseconds elapsed{};
+};
+
+task<void> timed_producer(result_partition* out, timeline* seen) {
+  const auto start = executor::current()->now();
+  const bool ok = co_await out->emit(std::string("early"), 0);
+  REQUIRE(ok);
+  seen->backlog_at_start = out->backlog(0);
+  co_await sleep_for(99ms);
+  seen->backlog_at_99ms = out->backlog(0);
+  co_await sleep_for(2ms);
+  seen->backlog_at_101ms = out->backlog(0);
+  const bool ok2 = co_await out->emit(std::string("late"), 0);
+  REQUIRE(ok2);
+  seen->backlog_before_flush = out->backlog(0);
+  out->flush(0);
+  seen->backlog_after_flush = out->backlog(0);
+  seen->elapsed = executor::current()->now() - start;
+  const bool finished = co_await out->finish();  // ends the flusher
+  REQUIRE(finished);
+}
+
+task<void> flush_timeout_holds(network_memory* memory, timeline* seen) {
+  local_buffer_pool pool(memory->pool(0), 2, 8);
+  {
+    result_partition out(pool, {.subpartitions = 1, .flush_timeout = 100ms});
+    co_await when_all(out.run_flusher(), timed_producer(&out, seen));
+    auto d = drain<std::string>(out, 0);
+    REQUIRE(d.records == std::vector<std::string>{"early", "late"});
+    REQUIRE(d.items == "ddE");
+  }
+  REQUIRE(pool.in_use() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("records spanning buffers and larger than a buffer arrive intact and in order", "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(spanning_records(&memory), virtual_time());
+}
+
+TEST_CASE("a flush timeout of 0 makes every record available at once", "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(flush_every_record(&memory), virtual_time());
+}
+
+TEST_CASE("a 100 ms flush timeout holds a partial buffer until 100 ms of virtual time passed, or flush()",
+          "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  timeline seen;
+  sync_wait(flush_timeout_holds(&memory, &seen), virtual_time());
+  REQUIRE(seen.backlog_at_start == 0);
+  REQUIRE(seen.backlog_at_99ms == 0);   // not before the timeout
+  REQUIRE(seen.backlog_at_101ms == 1);  // the flusher queued it at 100 ms
+  REQUIRE(seen.backlog_before_flush == 1);
+  REQUIRE(seen.backlog_after_flush == 2);  // flush() needs no timeout
+  REQUIRE(seen.elapsed == 101ms);
+}
+
+namespace {
+
+constexpr int slow_records = 40;
+
+struct slow_seen {
+  std::size_t waiters_when_blocked = 0;
+  std::size_t in_use_when_blocked = 0;
+  std::size_t backlog_when_blocked = 0;
+  int emitted_when_blocked = -1;
+  std::size_t max_in_use = 0;
+  int emitted = 0;
+  std::vector<std::string> received;
+  bool end_seen = false;
+};
+
+task<void> fast_producer(result_partition* out, slow_seen* seen) {
+  for (int i = 0; i < slow_records; ++i) {
+    const bool ok = co_await out->emit(text(1000, i), 0);
+    REQUIRE(ok);
+    seen->emitted = i + 1;
+    seen->max_in_use = std::max(seen->max_in_use, out->pool().in_use());
+  }
+  const bool finished = co_await out->finish();
+  REQUIRE(finished);
+}
+
+task<void> slow_consumer(result_partition* out, slow_seen* seen) {
+  local_buffer_pool& pool = out->pool();
+  for (int turn = 0; turn < 1000 && pool.waiters() == 0; ++turn) co_await yield();
+  seen->waiters_when_blocked = pool.waiters();
+  seen->in_use_when_blocked = pool.in_use();
+  seen->backlog_when_blocked = out->backlog(0);
+  seen->emitted_when_blocked = seen->emitted;
+  record_deserializer des;
+  for (int guard = 0; guard < 10000 && !seen->end_seen; ++guard) {
+    const bool available = co_await out->wait_available(0);
+    REQUIRE(available);
+    std::optional<result_partition::polled> next = out->poll_next(0);
+    REQUIRE(next.has_value());
+    seen->max_in_use = std::max(seen->max_in_use, pool.in_use());
+    if (next->view.kind() == buffer_kind::event) {
+      seen->end_seen = is_end_of_partition(next->view);
+      continue;
+    }
+    des.set_next_buffer(std::move(next->view));
+    while (auto r = des.next_record<std::string>()) seen->received.push_back(std::move(*r));
+    co_await yield();  // slow: let the producer run between buffers
+  }
+  des.clear();
+}
+
+task<void> slow_consumer_case(network_memory* memory, slow_seen* seen) {
+  local_buffer_pool pool(memory->pool(0), 2, 4);
+  {
+    result_partition out(pool, {.subpartitions = 1, .flush_timeout = 100ms});
+    co_await when_all(fast_producer(&out, seen), slow_consumer(&out, seen));
+    REQUIRE(out.queued(0) == 0);
+  }
+  REQUIRE(pool.in_use() == 0);
+  REQUIRE(pool.violations() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a slow consumer suspends the producer at the pool's maximum, and polling resumes it", "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  slow_seen seen;
+  sync_wait(slow_consumer_case(&memory, &seen), virtual_time());
+  REQUIRE(seen.waiters_when_blocked == 1);  // the producer waits for a buffer
+  REQUIRE(seen.in_use_when_blocked == 4);   // memory at the pool's maximum, not beyond
+  REQUIRE(seen.backlog_when_blocked == 4);  // every buffer finished and queued for the consumer
+  REQUIRE(seen.emitted_when_blocked > 0);
+  REQUIRE(seen.emitted_when_blocked < slow_records);
+  REQUIRE(seen.max_in_use <= 4);
+  REQUIRE(seen.end_seen);
+  REQUIRE(seen.received.size() == static_cast<std::size_t>(slow_records));
+  for (int i = 0; i < slow_records; ++i) REQUIRE(seen.received[static_cast<std::size_t>(i)] == text(1000, i));
+}
+
+namespace {
+
+task<void> priority_overtakes(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 16);
+  {
+    result_partition out(pool, {.subpartitions = 2, .flush_timeout = 100ms});
+    for (const char* r : {"a", "b"}) {
+      const bool ok = co_await out.emit(std::string(r), 0);
+      REQUIRE(ok);
+      out.flush(0);
+    }
+    buffer_view plain = co_await make_event(&pool, std::byte{0x11});
+    out.add_event(std::move(plain), 0);
+    const bool ok_c = co_await out.emit(std::string("c"), 0);
+    REQUIRE(ok_c);
+    out.flush(0);
+    const bool ok_d = co_await out.emit(std::string("d"), 0);  // still in the partial buffer
+    REQUIRE(ok_d);
+    const bool ok_other = co_await out.emit(std::string("other"), 1);
+    REQUIRE(ok_other);
+    out.flush(1);
+    REQUIRE(out.backlog(0) == 3);
+
+    buffer_view barrier = co_await make_event(&pool, std::byte{0x42});
+    std::vector<buffer_view> overtaken = out.add_priority_event(std::move(barrier), 0);
+    REQUIRE(overtaken.size() == 4);  // a, b, c and the flushed partial d; not the plain event
+    std::vector<std::string> overtaken_records;
+    for (const auto& v : overtaken) {
+      REQUIRE(v.kind() == buffer_kind::data);
+      overtaken_records.push_back(single_record(v));
+    }
+    REQUIRE(overtaken_records == std::vector<std::string>{"a", "b", "c", "d"});
+    REQUIRE(out.backlog(0) == 4);  // the buffers stay queued
+    REQUIRE(out.backlog(1) == 1);  // the other subpartition is untouched
+
+    const bool ok_e = co_await out.emit(std::string("e"), 0);
+    REQUIRE(ok_e);
+    out.flush(0);
+
+    // The barrier comes first, then exactly the overtaken buffers (the same segments), then newer data.
+    std::optional<result_partition::polled> first = out.poll_next(0);
+    REQUIRE(first.has_value());
+    REQUIRE(first->priority);
+    REQUIRE(first->view.kind() == buffer_kind::event);
+    REQUIRE(first->view.data()[0] == std::byte{0x42});
+    REQUIRE(first->backlog == 5);
+    std::string order;
+    std::size_t next_overtaken = 0;
+    while (auto next = out.poll_next(0)) {
+      REQUIRE_FALSE(next->priority);
+      if (next->view.kind() == buffer_kind::event) {
+        REQUIRE(next->view.data()[0] == std::byte{0x11});
+        order += '|';
+        continue;
+      }
+      if (next_overtaken < overtaken.size()) {
+        REQUIRE(next->view.data().data() == overtaken[next_overtaken].data().data());
+        REQUIRE(next->view.size() == overtaken[next_overtaken].size());
+        ++next_overtaken;
+      }
+      order += single_record(next->view);
+    }
+    REQUIRE(order == "ab|cde");
+    REQUIRE(next_overtaken == 4);
+    first.reset();
+    const std::size_t in_use_with_state = pool.in_use();
+    REQUIRE(in_use_with_state == 5);  // the overtaken views (4) and "other" on subpartition 1
+    overtaken.clear();  // the channel-state writer is done: now they are recycled
+    REQUIRE(pool.in_use() == 1);
+  }
+  REQUIRE(pool.in_use() == 0);
+  REQUIRE(pool.violations() == 0);
+}
+
+task<void> priority_behind_priority(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 8);
+  {
+    result_partition out(pool, {.subpartitions = 1, .flush_timeout = 0ms});
+    const bool ok_a = co_await out.emit(std::string("a"), 0);
+    REQUIRE(ok_a);
+    buffer_view first = co_await make_event(&pool, std::byte{1});
+    REQUIRE(out.add_priority_event(std::move(first), 0).size() == 1);
+    const bool ok_b = co_await out.emit(std::string("b"), 0);
+    REQUIRE(ok_b);
+    buffer_view second = co_await make_event(&pool, std::byte{2});
+    std::vector<buffer_view> overtaken = out.add_priority_event(std::move(second), 0);
+    REQUIRE(overtaken.size() == 2);
+    REQUIRE(single_record(overtaken[0]) == "a");
+    REQUIRE(single_record(overtaken[1]) == "b");
+    auto d = drain<std::string>(out, 0);
+    REQUIRE(d.items == "ppdd");  // barriers keep their order among themselves
+    REQUIRE(d.records == std::vector<std::string>{"a", "b"});
+  }
+  REQUIRE(pool.in_use() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a priority event overtakes exactly the queued data and returns it, in order, as retained views",
+          "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(priority_overtakes(&memory), virtual_time());
+}
+
+TEST_CASE("a second priority event queues behind the first and overtakes everything behind it", "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(priority_behind_priority(&memory), virtual_time());
+}
+
+namespace {
+
+task<void> finish_case(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 16);
+  {
+    result_partition out(pool, {.subpartitions = 3, .flush_timeout = 100ms});
+    for (int i = 0; i < 7; ++i) {
+      const bool ok = co_await out.emit_round_robin(text(static_cast<std::size_t>(1500 * i + 1), i));
+      REQUIRE(ok);
+    }
+    const bool finished = co_await out.finish();
+    REQUIRE(finished);
+    REQUIRE(out.finished());
+    for (std::size_t sub = 0; sub < 3; ++sub) {
+      auto d = drain<std::string>(out, sub);
+      REQUIRE(!d.items.empty());
+      REQUIRE(d.items.back() == 'E');
+      REQUIRE(d.items.find('E') == d.items.size() - 1);  // after all data, exactly once
+      std::vector<std::string> expected;
+      for (int i = static_cast<int>(sub); i < 7; i += 3) expected.push_back(text(static_cast<std::size_t>(1500 * i + 1), i));
+      REQUIRE(d.records == expected);
+      REQUIRE_FALSE(d.partial_record_left);
+    }
+  }
+  REQUIRE(pool.in_use() == 0);
+  REQUIRE(pool.violations() == 0);
+}
+
+struct release_seen {
+  bool woken = false;
+  bool released_when_woken = false;
+};
+
+task<void> wait_for_release(result_partition* out, release_seen* seen) {
+  const bool woken = co_await out->wait_available(1);
+  seen->woken = woken;
+  seen->released_when_woken = out->released(1);
+}
+
+task<void> release_second(result_partition* out) {
+  co_await yield();
+  out->release(1);
+}
+
+task<void> release_case(network_memory* memory, release_seen* seen) {
+  local_buffer_pool pool(memory->pool(0), 2, 8);
+  {
+    result_partition out(pool, {.subpartitions = 2, .flush_timeout = 0ms});
+    for (int i = 0; i < 3; ++i) {
+      const bool ok = co_await out.emit(std::string("x"), 0);
+      REQUIRE(ok);
+    }
+    const bool partial_ok = co_await out.emit(std::string("y"), 1);
+    REQUIRE(partial_ok);
+    REQUIRE(pool.in_use() == 4);
+    const std::uint64_t recycled_before = pool.recycled();
+    out.release(0);
+    REQUIRE(pool.recycled() - recycled_before == 3);  // its three queued buffers, once each
+    REQUIRE(pool.in_use() == 1);
+    out.release(0);  // idempotent
+    REQUIRE(pool.recycled() - recycled_before == 3);
+    REQUIRE(out.released(0));
+    REQUIRE_FALSE(out.poll_next(0).has_value());
+    const bool dropped_ok = co_await out.emit(std::string("z"), 0);
+    REQUIRE(dropped_ok);
+    REQUIRE(out.dropped_records() == 1);
+    REQUIRE(pool.in_use() == 1);
+
+    auto d = drain<std::string>(out, 1);
+    REQUIRE(d.records == std::vector<std::string>{"y"});
+    co_await when_all(wait_for_release(&out, seen), release_second(&out));
+    REQUIRE(pool.violations() == 0);
+  }
+  REQUIRE(pool.in_use() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("finish() puts end-of-partition after all data on every subpartition", "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(finish_case(&memory), virtual_time());
+}
+
+TEST_CASE("release() recycles a subpartition's queued buffers exactly once and wakes its waiting consumer",
+          "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  release_seen seen;
+  sync_wait(release_case(&memory, &seen), virtual_time());
+  REQUIRE(seen.woken);
+  REQUIRE(seen.released_when_woken);
+}
