@@ -1,9 +1,10 @@
 // The engine: executor threads, signals and orderly shutdown (see engine.hpp).
 //
-// Shutdown runs in two phases so that no executor is destroyed while another may still post to it:
-// every thread first runs until stopped with no detached tasks left, then all keep serving their
-// inboxes while each drains and cancels what it still has in flight; only after every executor has
-// drained does any of them get destroyed.
+// Shutdown runs in phases so that no executor is destroyed while another may still post to it:
+// every thread first runs until stopped with no detached tasks left; then all keep serving their
+// inboxes while each drains and cancels what it still has in flight; then each shuts its ring down
+// and keeps serving its inbox until all have. The executor objects are destroyed only after every
+// thread has been joined, so a late post never lands in freed memory.
 
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/io_awaitable.hpp>
@@ -22,8 +23,19 @@ namespace sluice::runtime {
 
 namespace {
 struct shutdown_barrier {
+  // Threads taking part: lowered if a later executor fails to start.
+  std::atomic<std::size_t> expected{0};
   std::atomic<std::size_t> finished_run{0};
   std::atomic<std::size_t> finished_drain{0};
+  std::atomic<std::size_t> finished_shutdown{0};
+
+  // Serves the inbox (never blocking: the barrier is not a message) until `counter` reaches all.
+  void wait(std::atomic<std::size_t>& counter, executor& ex) const {
+    while (counter.load() < expected.load()) {
+      ex.turn(false);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
 };
 }  // namespace
 
@@ -42,8 +54,11 @@ engine::engine(engine_options options) : options_(options) {
     if (signal_fd_ < 0) throw std::system_error(errno, std::generic_category(), "engine: signalfd");
   }
 
-  barrier_ = new shutdown_barrier{};
+  auto* barrier = new shutdown_barrier{};
+  barrier->expected = n;
+  barrier_ = barrier;
   executors_.resize(n, nullptr);
+  owned_.resize(n);
   for (unsigned i = 0; i < n; ++i) {
     std::promise<executor*> ready;
     auto published = ready.get_future();
@@ -53,6 +68,8 @@ engine::engine(engine_options options) : options_(options) {
     } catch (...) {
       threads_.back().join();
       threads_.pop_back();
+      executors_.resize(i);
+      barrier->expected = i;  // the threads already running must not wait for the missing ones
       stop();
       throw;
     }
@@ -64,7 +81,7 @@ engine::~engine() { stop(); }
 
 void engine::thread_main(std::size_t index, std::promise<executor*> ready) {
   auto* barrier = static_cast<shutdown_barrier*>(barrier_);
-  std::optional<executor> ex;
+  std::unique_ptr<executor>& ex = owned_[index];
   try {
     if (options_.pin_cpus) {
       cpu_set_t set;
@@ -79,27 +96,22 @@ void engine::thread_main(std::size_t index, std::promise<executor*> ready) {
     eo.id = static_cast<int>(index);
     eo.uring = options_.uring;
     eo.batch_limit = options_.batch_limit;
-    ex.emplace(std::move(eo));
+    ex = std::make_unique<executor>(std::move(eo));
   } catch (...) {
     ready.set_exception(std::current_exception());
     return;
   }
-  ready.set_value(&*ex);
+  ready.set_value(ex.get());
   ex->run();
 
-  const std::size_t n = executors_.size();
   barrier->finished_run.fetch_add(1);
-  while (barrier->finished_run.load() < n) {
-    ex->turn(false);
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+  barrier->wait(barrier->finished_run, *ex);
   ex->drain();
   barrier->finished_drain.fetch_add(1);
-  while (barrier->finished_drain.load() < n) {
-    ex->turn(false);
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  ex.reset();
+  barrier->wait(barrier->finished_drain, *ex);
+  ex->shutdown();  // on this thread: the ring is single-issuer
+  barrier->finished_shutdown.fetch_add(1);
+  barrier->wait(barrier->finished_shutdown, *ex);
   detail::fold_thread_frames();
 }
 
@@ -135,6 +147,7 @@ void engine::stop() {
   for (auto& t : threads_) t.join();
   threads_.clear();
   executors_.clear();
+  owned_.clear();  // every thread has ended: nothing can post any more
   delete static_cast<shutdown_barrier*>(barrier_);
   barrier_ = nullptr;
   if (signal_fd_ >= 0) {

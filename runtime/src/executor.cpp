@@ -100,6 +100,8 @@ std::size_t executor::drain_inbox(std::size_t limit) {
 }
 
 void executor::turn(bool may_wait) {
+  // Everything a turn runs (messages, completions, coroutines) runs as this executor.
+  executor* const previous = std::exchange(current_, this);
   // A turn that handled messages does not block: they may have satisfied the caller's condition.
   const bool had_messages = drain_inbox(batch_limit_) > 0;
   if (had_messages) recent_inbox_traffic_ = true;
@@ -111,6 +113,7 @@ void executor::turn(bool may_wait) {
     if (drain_inbox(batch_limit_) > 0) recent_inbox_traffic_ = true;
   }
   for (unsigned i = 0; i < batch_limit_ && !ready_.empty(); ++i) detail::resume(ready_.pop());
+  current_ = previous;
 }
 
 void executor::wait_for_work(bool io_waiting) {
@@ -222,12 +225,22 @@ void executor::unlink_stop_wait(detail::stoppable_wait* w) noexcept {
 // --- detached tasks ----------------------------------------------------------------------------
 
 executor::root_task executor::run_detached(task<void> t, executor* ex) {
+  std::exception_ptr failure;
   try {
     co_await std::move(t);
-  } catch (const std::exception& e) {
-    log::error("executor {}: detached task failed: {}", ex->id_, e.what());
   } catch (...) {
-    log::error("executor {}: detached task failed with a non-standard exception", ex->id_);
+    failure = std::current_exception();
+  }
+  // The task may have ended on another executor (switch_to): come home before touching our state.
+  co_await switch_to(*ex);
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      log::error("executor {}: detached task failed: {}", ex->id_, e.what());
+    } catch (...) {
+      log::error("executor {}: detached task failed with a non-standard exception", ex->id_);
+    }
   }
   --ex->detached_;
 }

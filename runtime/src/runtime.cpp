@@ -37,11 +37,14 @@ void log_extra_child_failure(std::exception_ptr error) noexcept {
 }
 
 group_child scope_child(task<void> t, group* g) {
+  std::exception_ptr failure;
   try {
     co_await std::move(t);
   } catch (...) {
-    g->fail(std::current_exception());
+    failure = std::current_exception();
   }
+  co_await switch_to(g->home());  // the task may have ended on another executor
+  if (failure) g->fail(failure);
 }
 
 task<bool> sleep_task(std::chrono::nanoseconds duration) { co_return co_await sleep_for(duration); }

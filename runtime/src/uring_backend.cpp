@@ -79,7 +79,6 @@ class uring_backend final : public io_backend {
         flags_ = flags;
         cq_entries_ = params.cq_entries;
         cap_ = cq_entries_ > 2 * internal_reserve ? cq_entries_ - internal_reserve : cq_entries_ / 2;
-        defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
         break;
       }
       if (rc != -EINVAL) break;
@@ -107,10 +106,10 @@ class uring_backend final : public io_backend {
     int rc;
     if (wait) {
       rc = io_uring_submit_and_wait(&ring_, 1);
-    } else if (defer_taskrun_) {
-      rc = io_uring_submit_and_get_events(&ring_);
     } else {
-      rc = io_uring_submit(&ring_);
+      // Always enter the kernel with GETEVENTS: under DEFER_TASKRUN, and under COOP_TASKRUN without
+      // TASKRUN_FLAG, completions are posted only then (a plain submit of an empty SQ never enters).
+      rc = io_uring_submit_and_get_events(&ring_);
     }
     if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN && rc != -ETIME) {
       log::error("io_uring_enter failed: {}", std::strerror(-rc));
@@ -247,7 +246,6 @@ class uring_backend final : public io_backend {
   static constexpr unsigned internal_reserve = 8;
   unsigned cq_entries_ = 0;
   unsigned cap_ = 0;
-  bool defer_taskrun_ = false;
   std::size_t in_flight_ = 0;
   std::size_t outstanding_ = 0;
   io_op* backlog_head_ = nullptr;

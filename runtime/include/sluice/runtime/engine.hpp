@@ -54,6 +54,7 @@ class engine {
 
   engine_options options_;
   std::vector<executor*> executors_;
+  std::vector<std::unique_ptr<executor>> owned_;  // created on, and shut down by, their threads
   std::vector<std::thread> threads_;
   void* barrier_ = nullptr;  // shutdown phases, shared by the executor threads
   int signal_fd_ = -1;
@@ -73,15 +74,19 @@ T engine::block_on(task<T> t) {
   std::exception_ptr error;
   struct runner {
     static task<void> run(task<T> t, decltype(value)* out, std::exception_ptr* err, std::promise<void>* done) {
-      try {
-        if constexpr (std::is_void_v<T>) {
-          co_await std::move(t);
-          out->emplace(0);
-        } else {
-          out->emplace(co_await std::move(t));
+      {
+        // Destroyed before set_value: the caller may unwind its stack as soon as that runs.
+        task<T> inner = std::move(t);
+        try {
+          if constexpr (std::is_void_v<T>) {
+            co_await std::move(inner);
+            out->emplace(0);
+          } else {
+            out->emplace(co_await std::move(inner));
+          }
+        } catch (...) {
+          *err = std::current_exception();
         }
-      } catch (...) {
-        *err = std::current_exception();
       }
       done->set_value();
     }

@@ -26,15 +26,17 @@ class event {
   class awaiter : public detail::list_wait {
    public:
     explicit awaiter(event& e) noexcept : event_(&e) {}
-    bool await_ready() const noexcept { return event_->set_; }
+    bool await_ready() noexcept { return was_set_ = event_->set_; }
     template <class P>
     void await_suspend(std::coroutine_handle<P> h) {
       enqueue(event_->waiters_, h, detail::stop_token_of(h));
     }
-    bool await_resume() const noexcept { return event_->set_ || woken(); }
+    // Reads only this awaiter: the event may be gone by the time a woken waiter runs.
+    bool await_resume() const noexcept { return was_set_ || woken(); }
 
    private:
     event* event_;
+    bool was_set_ = false;
   };
   awaiter wait() noexcept { return awaiter{*this}; }
 

@@ -117,7 +117,7 @@ class executor {
   template <class T>
   struct slot;
   template <class T>
-  static root_task run_into(task<T> t, slot<T>* out);
+  static root_task run_into(task<T> t, slot<T>* out, executor* home);
   void start_root(root_task&& root);
 
   void arm_wake();
@@ -150,6 +150,37 @@ class executor {
   std::size_t detached_ = 0;
   detail::stoppable_wait* stop_waits_ = nullptr;
 };
+
+// --- yield and switch_to --------------------------------------------------------------------
+
+// co_await yield(): go to the back of the run queue.
+struct yield_awaiter {
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) const { executor::current()->schedule(h); }
+  void await_resume() const noexcept {}
+};
+inline yield_awaiter yield() noexcept { return {}; }
+
+// co_await switch_to(ex): continue on `ex` (through its inbox). No-op if already there.
+class switch_to_awaiter : detail::inbox_node {
+ public:
+  explicit switch_to_awaiter(executor& target) noexcept : target_(&target) {}
+  bool await_ready() const noexcept { return target_->is_current(); }
+  void await_suspend(std::coroutine_handle<> h) noexcept {
+    waiter_ = h;
+    run = [](detail::inbox_node* self) noexcept {
+      auto* me = static_cast<switch_to_awaiter*>(self);
+      executor::current()->schedule(me->waiter_);
+    };
+    target_->post_node(this);
+  }
+  void await_resume() const noexcept {}
+
+ private:
+  executor* target_;
+  std::coroutine_handle<> waiter_{};
+};
+inline switch_to_awaiter switch_to(executor& target) noexcept { return switch_to_awaiter{target}; }
 
 // --- root tasks: the coroutine that sits under a detached task or a block_on ------------------
 
@@ -185,7 +216,7 @@ struct executor::slot<void> {
 };
 
 template <class T>
-executor::root_task executor::run_into(task<T> t, slot<T>* out) {
+executor::root_task executor::run_into(task<T> t, slot<T>* out, executor* home) {
   try {
     if constexpr (std::is_void_v<T>) {
       co_await std::move(t);
@@ -195,6 +226,8 @@ executor::root_task executor::run_into(task<T> t, slot<T>* out) {
   } catch (...) {
     out->error = std::current_exception();
   }
+  // The task may have ended on another executor: `done` is read by the home loop only.
+  co_await switch_to(*home);
   out->done = true;
 }
 
@@ -202,7 +235,7 @@ template <class T>
 T executor::block_on(task<T> t) {
   slot<T> out;
   executor* previous = std::exchange(current_, this);
-  start_root(run_into(std::move(t), &out));
+  start_root(run_into(std::move(t), &out, this));
   run_until([](void* s) noexcept { return static_cast<slot<T>*>(s)->done; }, &out);
   current_ = previous;
   return out.take();
@@ -235,37 +268,6 @@ inline void spawn(task<void> t) {
 }
 // Starts `t` detached on `ex`, from any thread.
 void spawn_on(executor& ex, task<void> t);
-
-// --- yield and switch_to --------------------------------------------------------------------
-
-// co_await yield(): go to the back of the run queue.
-struct yield_awaiter {
-  bool await_ready() const noexcept { return false; }
-  void await_suspend(std::coroutine_handle<> h) const { executor::current()->schedule(h); }
-  void await_resume() const noexcept {}
-};
-inline yield_awaiter yield() noexcept { return {}; }
-
-// co_await switch_to(ex): continue on `ex` (through its inbox). No-op if already there.
-class switch_to_awaiter : detail::inbox_node {
- public:
-  explicit switch_to_awaiter(executor& target) noexcept : target_(&target) {}
-  bool await_ready() const noexcept { return target_->is_current(); }
-  void await_suspend(std::coroutine_handle<> h) noexcept {
-    waiter_ = h;
-    run = [](detail::inbox_node* self) noexcept {
-      auto* me = static_cast<switch_to_awaiter*>(self);
-      executor::current()->schedule(me->waiter_);
-    };
-    target_->post_node(this);
-  }
-  void await_resume() const noexcept {}
-
- private:
-  executor* target_;
-  std::coroutine_handle<> waiter_{};
-};
-inline switch_to_awaiter switch_to(executor& target) noexcept { return switch_to_awaiter{target}; }
 
 // --- stoppable waits ---------------------------------------------------------------------------
 

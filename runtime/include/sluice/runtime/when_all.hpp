@@ -19,15 +19,23 @@ namespace sluice::runtime {
 namespace detail {
 template <class T>
 group_child when_all_child(task<T> t, std::optional<value_or_monostate<T>>* out, group* g) {
+  std::optional<value_or_monostate<T>> value;
+  std::exception_ptr failure;
   try {
     if constexpr (std::is_void_v<T>) {
       co_await std::move(t);
-      out->emplace();
+      value.emplace();
     } else {
-      out->emplace(co_await std::move(t));
+      value.emplace(co_await std::move(t));
     }
   } catch (...) {
-    g->fail(std::current_exception());
+    failure = std::current_exception();
+  }
+  co_await switch_to(g->home());  // the task may have ended on another executor
+  if (failure) {
+    g->fail(failure);
+  } else {
+    *out = std::move(value);
   }
 }
 }  // namespace detail

@@ -33,27 +33,28 @@ struct any_state {
 
 template <std::size_t I, class T, class State>
 group_child when_any_child(task<T> t, State* state, group* g) {
+  std::optional<value_or_monostate<T>> value;
+  std::exception_ptr failure;
   try {
     if constexpr (std::is_void_v<T>) {
       co_await std::move(t);
-      if (state->index == State::none) {
-        state->index = I;
-        state->value.emplace(std::in_place_index<I>);
-      }
+      value.emplace();
     } else {
-      auto v = co_await std::move(t);
-      if (state->index == State::none) {
-        state->index = I;
-        state->value.emplace(std::in_place_index<I>, std::move(v));
-      }
+      value.emplace(co_await std::move(t));
     }
   } catch (...) {
-    if (state->index == State::none) {
-      state->index = I;
-      state->error = std::current_exception();
+    failure = std::current_exception();
+  }
+  co_await switch_to(g->home());  // the task may have ended on another executor
+  if (state->index == State::none) {
+    if (failure) {
+      state->error = failure;
     } else {
-      log_extra_child_failure(std::current_exception());
+      state->value.emplace(std::in_place_index<I>, std::move(*value));
     }
+    state->index = I;  // only once the result is in place
+  } else if (failure) {
+    log_extra_child_failure(failure);
   }
   g->request_stop();
 }

@@ -32,11 +32,22 @@ class group {
 
   // Forwards a stop of the parent to the children.
   void link(std::stop_token parent) {
-    if (parent.stop_possible()) link_.emplace(std::move(parent), forward{&source_});
+    if (!parent.stop_possible()) return;
+    if (!link_) {
+      link_.emplace(std::move(parent), forward{&source_});
+    } else {
+      assert(!second_link_ && "a group links at most two parents");
+      second_link_.emplace(std::move(parent), forward{&source_});
+    }
   }
+
+  // The executor the group lives on: children come back here before they touch group state.
+  executor& home() const noexcept { return *home_; }
 
   template <class Promise>
   void start(std::coroutine_handle<Promise> child) {
+    if (home_ == nullptr) home_ = executor::current();
+    assert(home_ == executor::current() && "a group's children are started on its executor");
     child.promise().group_ = this;
     child.promise().set_stop_token(&token_);
     ++live_;
@@ -76,7 +87,10 @@ class group {
   };
   std::stop_source source_{};
   std::stop_token token_{source_.get_token()};
+  // Two links: a scope may be linked at construction and again by its join().
   std::optional<std::stop_callback<forward>> link_{};
+  std::optional<std::stop_callback<forward>> second_link_{};
+  executor* home_ = nullptr;
   std::size_t live_ = 0;
   std::coroutine_handle<> waiter_{};
   std::exception_ptr error_{};
