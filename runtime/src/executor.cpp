@@ -225,23 +225,15 @@ void executor::unlink_stop_wait(detail::stoppable_wait* w) noexcept {
 // --- detached tasks ----------------------------------------------------------------------------
 
 executor::root_task executor::run_detached(task<void> t, executor* ex) {
-  std::exception_ptr failure;
   try {
     co_await std::move(t);
+  } catch (const std::exception& e) {
+    log::error("executor {}: detached task failed: {}", ex->id_, e.what());
   } catch (...) {
-    failure = std::current_exception();
+    log::error("executor {}: detached task failed with a non-standard exception", ex->id_);
   }
   // The task may have ended on another executor (switch_to): come home before touching our state.
-  co_await switch_to(*ex);
-  if (failure) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (const std::exception& e) {
-      log::error("executor {}: detached task failed: {}", ex->id_, e.what());
-    } catch (...) {
-      log::error("executor {}: detached task failed with a non-standard exception", ex->id_);
-    }
-  }
+  if (!ex->is_current()) co_await switch_to(*ex);
   --ex->detached_;
 }
 
