@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <system_error>
 
@@ -60,6 +61,39 @@ std::string read_sysctl(const char* path) {
                           detail::describe_uring_setup_failure(err, read_sysctl("/proc/sys/kernel/io_uring_disabled")));
 }
 
+// An intrusive FIFO of operations (through io_op::next_).
+class op_queue {
+ public:
+  bool empty() const noexcept { return head_ == nullptr; }
+  io_op* front() const noexcept { return head_; }
+  void push(io_op& op) noexcept {
+    op.next_ = nullptr;
+    if (tail_) tail_->next_ = &op; else head_ = &op;
+    tail_ = &op;
+  }
+  io_op* pop() noexcept {
+    io_op* op = head_;
+    head_ = op->next_;
+    if (head_ == nullptr) tail_ = nullptr;
+    return op;
+  }
+  // Takes `target` out if it is queued.
+  bool remove(io_op* target) noexcept {
+    io_op* prev = nullptr;
+    for (io_op* op = head_; op != nullptr; prev = op, op = op->next_) {
+      if (op != target) continue;
+      if (prev) prev->next_ = op->next_; else head_ = op->next_;
+      if (tail_ == op) tail_ = prev;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  io_op* head_ = nullptr;
+  io_op* tail_ = nullptr;
+};
+
 class uring_backend final : public io_backend {
  public:
   explicit uring_backend(const uring_options& options) {
@@ -92,17 +126,15 @@ class uring_backend final : public io_backend {
   void submit(io_op& op) override {
     ++outstanding_;
     if (op.code == op_code::cancel && cancel_in_backlog(op)) return;
-    if (op.internal) {
-      // The reserve: never queued behind ordinary ops (a cancel must not wait for its target's slot).
-      if (in_flight_ < cq_entries_ && prepare(op)) return;
-    } else if (backlog_head_ == nullptr && in_flight_ < cap_ && prepare(op)) {
-      return;
-    }
-    push_backlog(op);
+    // Internal ops use the reserve and their own backlog, drained first: a cancel or the wake-up
+    // read never waits behind ordinary ops.
+    op_queue& backlog = op.internal ? internal_backlog_ : backlog_;
+    if (backlog.empty() && in_flight_ < limit(op) && prepare(op)) return;
+    backlog.push(op);
   }
 
   unsigned poll(bool wait) override {
-    if (local_head_ != nullptr) wait = false;
+    if (!local_.empty()) wait = false;
     int rc;
     if (wait) {
       rc = io_uring_submit_and_wait(&ring_, 1);
@@ -122,7 +154,7 @@ class uring_backend final : public io_backend {
 
   std::size_t outstanding() const noexcept override { return outstanding_; }
   bool has_pending_work() const noexcept override {
-    return io_uring_sq_ready(&ring_) > 0 || backlog_head_ != nullptr || local_head_ != nullptr ||
+    return io_uring_sq_ready(&ring_) > 0 || !internal_backlog_.empty() || !backlog_.empty() || !local_.empty() ||
            io_uring_cq_ready(&ring_) > 0;
   }
   std::size_t capacity() const noexcept override { return cap_; }
@@ -173,50 +205,29 @@ class uring_backend final : public io_backend {
     return true;
   }
 
-  void push_backlog(io_op& op) {
-    op.next_ = nullptr;
-    if (backlog_tail_) backlog_tail_->next_ = &op; else backlog_head_ = &op;
-    backlog_tail_ = &op;
-  }
+  unsigned limit(const io_op& op) const noexcept { return op.internal ? cq_entries_ : cap_; }
 
   void drain_backlog() {
-    while (backlog_head_ != nullptr && in_flight_ < (backlog_head_->internal ? cq_entries_ : cap_)) {
-      io_op* op = backlog_head_;
-      if (!prepare(*op)) break;
-      backlog_head_ = op->next_;
-      if (backlog_head_ == nullptr) backlog_tail_ = nullptr;
+    for (op_queue* backlog : {&internal_backlog_, &backlog_}) {
+      while (!backlog->empty() && in_flight_ < limit(*backlog->front()) && prepare(*backlog->front())) backlog->pop();
     }
   }
 
   // A cancel whose target still waits in the backlog never reaches the kernel: the target is taken
   // out and both complete at the next poll (the target with -ECANCELED).
   bool cancel_in_backlog(io_op& cancel) {
-    io_op* prev = nullptr;
-    for (io_op* op = backlog_head_; op != nullptr; prev = op, op = op->next_) {
-      if (op != cancel.target) continue;
-      if (prev) prev->next_ = op->next_; else backlog_head_ = op->next_;
-      if (backlog_tail_ == op) backlog_tail_ = prev;
-      op->result = -ECANCELED;
-      cancel.result = 0;
-      push_local(*op);
-      push_local(cancel);
-      return true;
-    }
-    return false;
-  }
-
-  void push_local(io_op& op) {
-    op.next_ = nullptr;
-    if (local_tail_) local_tail_->next_ = &op; else local_head_ = &op;
-    local_tail_ = &op;
+    if (!backlog_.remove(cancel.target) && !internal_backlog_.remove(cancel.target)) return false;
+    cancel.target->result = -ECANCELED;
+    cancel.result = 0;
+    local_.push(*cancel.target);
+    local_.push(cancel);
+    return true;
   }
 
   unsigned dispatch_local() {
     unsigned n = 0;
-    while (local_head_ != nullptr) {
-      io_op* op = local_head_;
-      local_head_ = op->next_;
-      if (local_head_ == nullptr) local_tail_ = nullptr;
+    while (!local_.empty()) {
+      io_op* op = local_.pop();
       --outstanding_;
       ++n;
       op->complete(*op);
@@ -248,10 +259,9 @@ class uring_backend final : public io_backend {
   unsigned cap_ = 0;
   std::size_t in_flight_ = 0;
   std::size_t outstanding_ = 0;
-  io_op* backlog_head_ = nullptr;
-  io_op* backlog_tail_ = nullptr;
-  io_op* local_head_ = nullptr;
-  io_op* local_tail_ = nullptr;
+  op_queue internal_backlog_;
+  op_queue backlog_;
+  op_queue local_;  // completed without the kernel (cancelled while still in a backlog)
 };
 
 }  // namespace
