@@ -1,0 +1,272 @@
+#pragma once
+// input_gate: the receiving end of N input channels on one executor, with Flink's credit-based
+// flow control (exclusive + floating buffers).
+//
+// Protocol:
+// - Construction takes `channels * exclusive_per_channel` EXCLUSIVE buffers from the local pool
+//   (std::runtime_error if the pool cannot supply them). FLOATING buffers are drawn from the same
+//   pool on demand, at most `floating` at a time for the whole gate, and go back to the pool when
+//   the consumer releases them.
+// - Every free buffer a channel holds is one credit. New credit (initially the exclusive buffers,
+//   later recycled exclusive buffers and assigned floating buffers) is collected by
+//   `take_credit_announcements()`, which the transport / local channel forwards to the senders.
+// - A sender sends only against announced credit: `request_buffer_for(ch)` consumes one announced
+//   credit and lends the sender a gate_buffer to fill; `deliver(std::move(b), backlog)` queues it.
+//   Requesting without announced credit, or delivering a buffer that was not requested from this
+//   gate, throws std::logic_error. Each delivery reports the sender's backlog; if the backlog exceeds
+//   the credit the channel holds, the channel queues (FIFO, once) for floating buffers.
+// - Floating buffers are distributed ONE AT A TIME round-robin among the queued channels (a channel
+//   still short goes to the back of the queue), when announcements are taken and whenever the
+//   consumer releases a floating buffer (that buffer goes back to the pool, and from there to the
+//   longest-waiting channel). So 4 channels with big backlogs share 8 floating buffers 2 each.
+// - Events need no credit (`deliver_event`); a priority event overtakes the data queued on its
+//   channel (after earlier priority events). End-of-partition ends a channel once consumed.
+// - Consumer: `co_await next()` yields the next gate_item, round-robin across channels with queued
+//   items, priority events first. It suspends while nothing is queued and is woken by SCHEDULING
+//   (invariant 3). nullopt once `finished()` (every channel's end-of-partition consumed), when the
+//   gate is destroyed, or when the waiting task is stopped. Dropping / release()-ing the item's
+//   gate_buffer returns an exclusive segment to its channel (new credit) and a floating one to the
+//   pool.
+// - Single executor, no locks or atomics (invariant 1). Memory is bounded by
+//   channels * exclusive + floating segments (invariant 6). Every gate_buffer must be released
+//   before the gate is destroyed (asserted).
+//
+// Credit accounting (check_credit_accounting(), scenario 19) -- for every channel c, at every step:
+//
+//   exclusive_per_channel + floating_assigned(c)
+//       == announced_unused(c)   credits announced to the sender and not yet used
+//        + unannounced(c)        free buffers whose credit is not announced yet
+//        + sender_held(c)        requested by the sender, not yet delivered
+//        + queued(c)             delivered data buffers not yet taken by the consumer
+//        + consumer_held(c)      handed to the consumer, not yet released
+//
+//   and announced_unused(c) + unannounced(c) == free buffers actually held by c,
+//   and sum_c floating_assigned(c) <= floating,
+//   and the gate's pool segments in use == sum_c (exclusive_per_channel + floating_assigned(c)).
+//
+//   input_gate gate(pool, {.channels = 4});
+//   for (auto [ch, n] : gate.take_credit_announcements()) send_credit(ch, n);
+//   while (auto item = co_await gate.next()) use(*item);
+
+#include <sluice/buffers/buffer.hpp>
+#include <sluice/buffers/buffer_pool.hpp>
+#include <sluice/runtime/detail/wait_list.hpp>
+#include <sluice/runtime/executor.hpp>
+
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sluice::buffers {
+
+class input_gate;
+
+struct gate_options {
+  std::size_t channels = 1;
+  std::size_t exclusive_per_channel = 2;
+  std::size_t floating = 8;
+};
+
+struct credit_announcement {
+  std::uint32_t channel = 0;
+  std::uint32_t credits = 0;
+  friend bool operator==(const credit_announcement&, const credit_announcement&) = default;
+};
+
+struct gate_event {
+  enum class type : std::uint8_t { end_of_partition, barrier, custom };
+  type kind = type::custom;
+  std::uint64_t id = 0;  // e.g. the checkpoint id of a barrier
+};
+
+// A gate segment lent to the sender (to fill) or to the consumer (to read). Move-only; dropping it
+// (or release()) hands the segment back to the gate, on the gate's executor.
+class gate_buffer {
+ public:
+  gate_buffer() noexcept = default;
+  gate_buffer(gate_buffer&& other) noexcept { steal(other); }
+  gate_buffer& operator=(gate_buffer&& other) noexcept {
+    if (this != &other) {
+      release();
+      steal(other);
+    }
+    return *this;
+  }
+  gate_buffer(const gate_buffer&) = delete;
+  gate_buffer& operator=(const gate_buffer&) = delete;
+  ~gate_buffer() { release(); }
+
+  bool valid() const noexcept { return gate_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+  std::uint32_t channel() const noexcept { return channel_; }
+  bool is_floating() const noexcept { return floating_; }
+  std::span<const std::byte> data() const noexcept { return buf_.data(); }
+  std::size_t size() const noexcept { return buf_.size(); }
+  // The underlying segment, for the sender to write into.
+  buffer& get() noexcept { return buf_; }
+
+  inline void release() noexcept;
+
+ private:
+  friend class input_gate;
+  enum class stage : std::uint8_t { sender, consumer };
+  gate_buffer(input_gate* gate, std::uint32_t channel, bool floating, stage s, buffer b) noexcept
+      : gate_(gate), channel_(channel), floating_(floating), stage_(s), buf_(std::move(b)) {}
+  void steal(gate_buffer& other) noexcept {
+    gate_ = std::exchange(other.gate_, nullptr);
+    channel_ = other.channel_;
+    floating_ = other.floating_;
+    stage_ = other.stage_;
+    buf_ = std::move(other.buf_);
+  }
+
+  input_gate* gate_ = nullptr;
+  std::uint32_t channel_ = 0;
+  bool floating_ = false;
+  stage stage_ = stage::consumer;
+  buffer buf_;
+};
+
+// What next() yields: a data buffer or an event, with its channel.
+struct gate_item {
+  std::uint32_t channel = 0;
+  gate_buffer data;                  // valid for data
+  std::optional<gate_event> event;   // set for events
+  bool priority = false;             // a priority event
+  bool is_event() const noexcept { return event.has_value(); }
+  bool is_end_of_partition() const noexcept {
+    return event && event->kind == gate_event::type::end_of_partition;
+  }
+};
+
+class input_gate {
+ public:
+  // On the owner executor (the pool's). Throws std::invalid_argument for zero channels and
+  // std::runtime_error if the pool cannot supply the exclusive buffers.
+  input_gate(local_buffer_pool& pool, gate_options options);
+  ~input_gate();
+  input_gate(const input_gate&) = delete;
+  input_gate& operator=(const input_gate&) = delete;
+
+  // --- credit -------------------------------------------------------------------------------
+  // Distributes floating buffers to channels waiting for them, then returns the credit each
+  // channel gained since the last call (channels with none are left out), in channel order.
+  std::vector<credit_announcement> take_credit_announcements();
+
+  // --- sender side --------------------------------------------------------------------------
+  // Uses one announced credit of `channel`; throws std::logic_error if it has none.
+  gate_buffer request_buffer_for(std::uint32_t channel);
+  // Queues a filled buffer from request_buffer_for(); `backlog` = buffers still waiting at the sender.
+  void deliver(gate_buffer&& filled, std::size_t backlog);
+  // request_buffer_for + copy + deliver. Throws std::length_error if `bytes` exceed a segment.
+  void deliver(std::uint32_t channel, std::span<const std::byte> bytes, std::size_t backlog);
+  // Events need no credit. Throws std::logic_error after the channel's end-of-partition.
+  void deliver_event(std::uint32_t channel, gate_event event, bool priority = false);
+  void deliver_end_of_partition(std::uint32_t channel) {
+    deliver_event(channel, gate_event{gate_event::type::end_of_partition, 0});
+  }
+
+  // --- consumer -----------------------------------------------------------------------------
+  std::optional<gate_item> try_next();
+
+  class next_awaiter : public runtime::detail::list_wait {
+   public:
+    explicit next_awaiter(input_gate& gate) noexcept : gate_(&gate) {}
+    bool await_ready() {
+      result_ = gate_->try_next();
+      return result_.has_value() || gate_->finished() || gate_->closed_;
+    }
+    template <class P>
+    void await_suspend(std::coroutine_handle<P> h) {
+      assert(gate_->on_owner() && "co_await next() off the gate's executor");
+      enqueue(gate_->waiters_, h, runtime::detail::stop_token_of(h));
+    }
+    // Never touches the gate.
+    std::optional<gate_item> await_resume() noexcept { return std::move(result_); }
+
+   private:
+    friend class input_gate;
+    input_gate* gate_;
+    std::optional<gate_item> result_{};
+  };
+  next_awaiter next() noexcept { return next_awaiter{*this}; }
+
+  bool finished() const noexcept { return ended_ == channels_.size(); }
+  bool channel_ended(std::uint32_t channel) const { return channels_.at(channel).ended; }
+
+  // --- accounting ---------------------------------------------------------------------------
+  // Empty if the identity in the header comment holds for every channel, else what is wrong.
+  std::string check_credit_accounting() const;
+
+  std::size_t channels() const noexcept { return channels_.size(); }
+  std::size_t announced_unused(std::uint32_t channel) const { return channels_.at(channel).announced_unused; }
+  std::size_t floating_assigned(std::uint32_t channel) const { return channels_.at(channel).floating_assigned; }
+  std::size_t queued(std::uint32_t channel) const { return channels_.at(channel).queued; }
+  std::size_t floating_in_use() const noexcept { return floating_total_; }
+  std::size_t segments_held() const noexcept {
+    return channels_.size() * options_.exclusive_per_channel + floating_total_;
+  }
+  std::size_t waiting_for_floating() const noexcept { return floating_waiting_.size(); }
+  bool on_owner() const noexcept { return runtime::executor::current() == owner_; }
+
+ private:
+  friend class gate_buffer;
+  struct entry {
+    buffer buf;
+    bool floating = false;
+    bool priority = false;
+    std::optional<gate_event> event;
+  };
+  struct channel_state {
+    std::vector<buffer> free_exclusive;
+    std::vector<buffer> free_floating;
+    std::deque<entry> queue;
+    std::size_t priority_front = 0;  // priority events at the front of `queue`
+    std::size_t announced_unused = 0;
+    std::size_t unannounced = 0;
+    std::size_t sender_held = 0;
+    std::size_t queued = 0;  // data buffers in `queue`
+    std::size_t consumer_held = 0;
+    std::size_t floating_assigned = 0;
+    std::size_t backlog = 0;
+    bool waiting_for_floating = false;
+    bool in_ready = false;
+    bool end_delivered = false;
+    bool ended = false;
+  };
+
+  void check_owner() const noexcept { assert(on_owner() && "input gate used off its owning executor"); }
+  channel_state& at(std::uint32_t channel);
+  std::size_t deficit(const channel_state& c) const noexcept;
+  void note_backlog(std::uint32_t channel, std::size_t backlog);
+  void distribute_floating();
+  void make_ready(std::uint32_t channel);
+  void wake_consumers() noexcept;
+  void give_back(gate_buffer& b) noexcept;
+
+  local_buffer_pool* pool_;
+  runtime::executor* owner_;
+  gate_options options_;
+  std::vector<channel_state> channels_;
+  std::deque<std::uint32_t> ready_;             // channels with queued items, round-robin
+  std::deque<std::uint32_t> floating_waiting_;  // channels short of credit, FIFO
+  std::size_t priority_pending_ = 0;
+  std::size_t floating_total_ = 0;
+  std::size_t ended_ = 0;
+  bool closed_ = false;
+  runtime::detail::wait_list waiters_;
+};
+
+inline void gate_buffer::release() noexcept {
+  if (gate_ == nullptr) return;
+  input_gate* g = std::exchange(gate_, nullptr);
+  g->give_back(*this);
+}
+
+}  // namespace sluice::buffers

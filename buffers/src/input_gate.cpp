@@ -1,0 +1,285 @@
+#include <sluice/buffers/input_gate.hpp>
+
+#include <stdexcept>
+
+namespace sluice::buffers {
+
+input_gate::input_gate(local_buffer_pool& pool, gate_options options)
+    : pool_(&pool), owner_(runtime::executor::current()), options_(options), channels_(options.channels) {
+  if (options.channels == 0) throw std::invalid_argument("input_gate: needs at least one channel");
+  check_owner();
+  const std::size_t wanted = options.channels * options.exclusive_per_channel;
+  std::size_t got = 0;
+  for (auto& c : channels_) {
+    c.free_exclusive.reserve(options.exclusive_per_channel);
+    for (std::size_t i = 0; i < options.exclusive_per_channel; ++i) {
+      std::optional<buffer> b = pool.try_request();
+      if (!b) {
+        channels_.clear();  // returns what was taken
+        throw std::runtime_error("input_gate: the buffer pool supplied only " + std::to_string(got) + " of the " +
+                                 std::to_string(wanted) + " exclusive buffers (" + std::to_string(options.channels) +
+                                 " channels x " + std::to_string(options.exclusive_per_channel) + ")");
+      }
+      c.free_exclusive.push_back(std::move(*b));
+      ++got;
+    }
+    c.free_floating.reserve(options.floating);
+    c.unannounced = options.exclusive_per_channel;
+  }
+}
+
+input_gate::~input_gate() {
+  closed_ = true;
+  while (!waiters_.empty()) waiters_.front()->wake();  // result_ stays nullopt
+  for ([[maybe_unused]] auto& c : channels_) {
+    assert(c.sender_held == 0 && c.consumer_held == 0 && "input gate destroyed with gate_buffers outstanding");
+  }
+}
+
+input_gate::channel_state& input_gate::at(std::uint32_t channel) {
+  if (channel >= channels_.size())
+    throw std::out_of_range("input_gate: no channel " + std::to_string(channel) + " (gate has " +
+                            std::to_string(channels_.size()) + ")");
+  return channels_[channel];
+}
+
+std::size_t input_gate::deficit(const channel_state& c) const noexcept {
+  const std::size_t credit = c.announced_unused + c.unannounced;
+  return c.backlog > credit ? c.backlog - credit : 0;
+}
+
+std::vector<credit_announcement> input_gate::take_credit_announcements() {
+  check_owner();
+  distribute_floating();
+  std::vector<credit_announcement> out;
+  for (std::uint32_t i = 0; i < channels_.size(); ++i) {
+    channel_state& c = channels_[i];
+    if (c.unannounced == 0 || c.ended) continue;
+    out.push_back({i, static_cast<std::uint32_t>(c.unannounced)});
+    c.announced_unused += c.unannounced;
+    c.unannounced = 0;
+  }
+  return out;
+}
+
+gate_buffer input_gate::request_buffer_for(std::uint32_t channel) {
+  check_owner();
+  channel_state& c = at(channel);
+  if (c.end_delivered)
+    throw std::logic_error("input_gate: channel " + std::to_string(channel) + " already ended");
+  if (c.announced_unused == 0)
+    throw std::logic_error("input_gate: channel " + std::to_string(channel) +
+                           " has no announced credit; a sender must send only against credit");
+  // Floating buffers first (as Flink does): they are the ones to give back soonest.
+  bool floating = !c.free_floating.empty();
+  std::vector<buffer>& from = floating ? c.free_floating : c.free_exclusive;
+  assert(!from.empty());
+  buffer b = std::move(from.back());
+  from.pop_back();
+  --c.announced_unused;
+  ++c.sender_held;
+  return gate_buffer(this, channel, floating, gate_buffer::stage::sender, std::move(b));
+}
+
+void input_gate::deliver(gate_buffer&& filled, std::size_t backlog) {
+  check_owner();
+  if (filled.gate_ != this || filled.stage_ != gate_buffer::stage::sender)
+    throw std::logic_error("input_gate: delivered a buffer that was not requested from this gate against credit");
+  const std::uint32_t channel = filled.channel_;
+  channel_state& c = channels_[channel];
+  filled.gate_ = nullptr;
+  --c.sender_held;
+  ++c.queued;
+  c.queue.push_back(entry{std::move(filled.buf_), filled.floating_, false, std::nullopt});
+  note_backlog(channel, backlog);
+  make_ready(channel);
+  wake_consumers();
+}
+
+void input_gate::deliver(std::uint32_t channel, std::span<const std::byte> bytes, std::size_t backlog) {
+  if (bytes.size() > pool_->segment_bytes())
+    throw std::length_error("input_gate: " + std::to_string(bytes.size()) + " bytes exceed a segment of " +
+                            std::to_string(pool_->segment_bytes()));
+  gate_buffer b = request_buffer_for(channel);
+  b.get().append(bytes);
+  deliver(std::move(b), backlog);
+}
+
+void input_gate::deliver_event(std::uint32_t channel, gate_event event, bool priority) {
+  check_owner();
+  channel_state& c = at(channel);
+  if (c.end_delivered)
+    throw std::logic_error("input_gate: event after end-of-partition on channel " + std::to_string(channel));
+  if (event.kind == gate_event::type::end_of_partition) {
+    c.end_delivered = true;
+    priority = false;
+  }
+  if (priority) {
+    c.queue.insert(c.queue.begin() + static_cast<std::ptrdiff_t>(c.priority_front),
+                   entry{buffer{}, false, true, event});
+    ++c.priority_front;
+    ++priority_pending_;
+  } else {
+    c.queue.push_back(entry{buffer{}, false, false, event});
+  }
+  make_ready(channel);
+  wake_consumers();
+}
+
+void input_gate::note_backlog(std::uint32_t channel, std::size_t backlog) {
+  channel_state& c = channels_[channel];
+  c.backlog = backlog;
+  if (deficit(c) > 0 && !c.waiting_for_floating) {
+    c.waiting_for_floating = true;
+    floating_waiting_.push_back(channel);
+  }
+}
+
+void input_gate::distribute_floating() {
+  while (!floating_waiting_.empty() && floating_total_ < options_.floating) {
+    const std::uint32_t channel = floating_waiting_.front();
+    channel_state& c = channels_[channel];
+    if (deficit(c) == 0 || c.end_delivered) {
+      floating_waiting_.pop_front();
+      c.waiting_for_floating = false;
+      continue;
+    }
+    std::optional<buffer> b = pool_->try_request();
+    if (!b) return;  // the pool is dry; stay first in line
+    floating_waiting_.pop_front();
+    c.free_floating.push_back(std::move(*b));
+    ++c.floating_assigned;
+    ++floating_total_;
+    ++c.unannounced;
+    if (deficit(c) > 0) {
+      floating_waiting_.push_back(channel);  // one at a time: round-robin among the waiting
+    } else {
+      c.waiting_for_floating = false;
+    }
+  }
+}
+
+void input_gate::make_ready(std::uint32_t channel) {
+  channel_state& c = channels_[channel];
+  if (!c.in_ready && !c.queue.empty()) {
+    c.in_ready = true;
+    ready_.push_back(channel);
+  }
+}
+
+std::optional<gate_item> input_gate::try_next() {
+  check_owner();
+  if (ready_.empty()) return std::nullopt;
+  auto pos = ready_.begin();
+  if (priority_pending_ > 0) {
+    for (auto it = ready_.begin(); it != ready_.end(); ++it) {
+      if (channels_[*it].priority_front > 0) {
+        pos = it;
+        break;
+      }
+    }
+  }
+  const std::uint32_t channel = *pos;
+  ready_.erase(pos);
+  channel_state& c = channels_[channel];
+  c.in_ready = false;
+  assert(!c.queue.empty());
+  entry e = std::move(c.queue.front());
+  c.queue.pop_front();
+
+  gate_item item;
+  item.channel = channel;
+  if (e.event) {
+    if (e.priority) {
+      --c.priority_front;
+      --priority_pending_;
+    }
+    item.event = e.event;
+    item.priority = e.priority;
+    if (e.event->kind == gate_event::type::end_of_partition) {
+      c.ended = true;
+      ++ended_;
+      // Credit of an ended channel is never used again: give its floating buffers back.
+      while (!c.free_floating.empty()) {
+        c.free_floating.pop_back();
+        --c.floating_assigned;
+        --floating_total_;
+        if (c.unannounced > 0) --c.unannounced; else --c.announced_unused;
+      }
+      distribute_floating();
+    }
+  } else {
+    --c.queued;
+    ++c.consumer_held;
+    item.data = gate_buffer(this, channel, e.floating, gate_buffer::stage::consumer, std::move(e.buf));
+  }
+  make_ready(channel);
+  return item;
+}
+
+void input_gate::wake_consumers() noexcept {
+  while (!waiters_.empty()) {
+    std::optional<gate_item> item = try_next();
+    if (!item && !finished()) return;
+    auto* w = static_cast<next_awaiter*>(waiters_.front());
+    w->result_ = std::move(item);
+    w->wake();  // schedules, never resumes inline
+  }
+}
+
+void input_gate::give_back(gate_buffer& b) noexcept {
+  check_owner();
+  channel_state& c = channels_[b.channel_];
+  if (b.stage_ == gate_buffer::stage::sender) {
+    --c.sender_held;
+  } else {
+    --c.consumer_held;
+  }
+  if (b.floating_) {
+    --c.floating_assigned;
+    --floating_total_;
+    b.buf_.reset();         // back to the pool ...
+    distribute_floating();  // ... and from there to the longest-waiting channel
+    return;
+  }
+  b.buf_.clear();
+  c.free_exclusive.push_back(std::move(b.buf_));
+  ++c.unannounced;  // announced with the next take_credit_announcements()
+}
+
+std::string input_gate::check_credit_accounting() const {
+  std::string err;
+  std::size_t floating_sum = 0;
+  for (std::size_t i = 0; i < channels_.size(); ++i) {
+    const channel_state& c = channels_[i];
+    const std::size_t lhs = options_.exclusive_per_channel + c.floating_assigned;
+    const std::size_t rhs = c.announced_unused + c.unannounced + c.sender_held + c.queued + c.consumer_held;
+    const std::size_t free_held = c.free_exclusive.size() + c.free_floating.size();
+    if (lhs != rhs) {
+      err += "channel " + std::to_string(i) + ": exclusive " + std::to_string(options_.exclusive_per_channel) +
+             " + floating " + std::to_string(c.floating_assigned) + " != announced " +
+             std::to_string(c.announced_unused) + " + unannounced " + std::to_string(c.unannounced) + " + sender " +
+             std::to_string(c.sender_held) + " + queued " + std::to_string(c.queued) + " + consumer " +
+             std::to_string(c.consumer_held) + "; ";
+    }
+    if (free_held != c.announced_unused + c.unannounced) {
+      err += "channel " + std::to_string(i) + ": holds " + std::to_string(free_held) + " free buffers but " +
+             std::to_string(c.announced_unused + c.unannounced) + " credits; ";
+    }
+    std::size_t data_in_queue = 0;
+    for (const entry& e : c.queue) data_in_queue += e.event ? 0 : 1;
+    if (data_in_queue != c.queued) {
+      err += "channel " + std::to_string(i) + ": queue holds " + std::to_string(data_in_queue) +
+             " data buffers, counted " + std::to_string(c.queued) + "; ";
+    }
+    floating_sum += c.floating_assigned;
+  }
+  if (floating_sum != floating_total_)
+    err += "floating assigned sum " + std::to_string(floating_sum) + " != " + std::to_string(floating_total_) + "; ";
+  if (floating_total_ > options_.floating)
+    err += "floating in use " + std::to_string(floating_total_) + " > limit " + std::to_string(options_.floating) +
+           "; ";
+  return err;
+}
+
+}  // namespace sluice::buffers
