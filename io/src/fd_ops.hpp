@@ -29,6 +29,14 @@ inline runtime::io_op make_op(runtime::op_code code, int fd) noexcept {
   return op;
 }
 
+// A read/write/send/recv of up to `bytes` at `buf`; files add an offset, sockets MSG_* flags.
+inline runtime::io_op data_op(runtime::op_code code, int fd, const void* buf, std::size_t bytes) noexcept {
+  runtime::io_op op = make_op(code, fd);
+  op.buf = const_cast<void*>(buf);
+  op.len = op_len(bytes);
+  return op;
+}
+
 // A synchronous close: never blocks for sockets and plain files. EINTR still closed the descriptor
 // on Linux, so it counts as success.
 inline std::int32_t close_now(int fd) noexcept {

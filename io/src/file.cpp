@@ -47,9 +47,7 @@ const char* to_flags(const open_options& o, int& flags) noexcept {
 }
 
 io_op data_op(op_code code, int fd, const void* buf, std::size_t bytes, std::uint64_t offset) noexcept {
-  io_op op = detail::make_op(code, fd);
-  op.buf = const_cast<void*>(buf);
-  op.len = detail::op_len(bytes);
+  io_op op = detail::data_op(code, fd, buf, bytes);
   op.offset = offset;
   return op;
 }

@@ -35,9 +35,7 @@ bool aborts_on_close(int fd) noexcept {
 }
 
 io_op data_op(op_code code, int fd, const void* buf, std::size_t bytes, std::uint32_t flags) noexcept {
-  io_op op = detail::make_op(code, fd);
-  op.buf = const_cast<void*>(buf);
-  op.len = detail::op_len(bytes);
+  io_op op = detail::data_op(code, fd, buf, bytes);
   op.flags = flags;
   return op;
 }
