@@ -37,14 +37,8 @@ void log_extra_child_failure(std::exception_ptr error) noexcept {
 }
 
 group_child scope_child(task<void> t, group* g) {
-  std::exception_ptr failure;
-  try {
-    co_await std::move(t);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  co_await switch_to(g->home());  // the task may have ended on another executor
-  if (failure) g->fail(failure);
+  auto result = co_await settle_at_home(std::move(t), &g->home());
+  if (result.error) g->fail(result.error);
 }
 
 task<bool> sleep_task(std::chrono::nanoseconds duration) { co_return co_await sleep_for(duration); }

@@ -19,23 +19,11 @@ namespace sluice::runtime {
 namespace detail {
 template <class T>
 group_child when_all_child(task<T> t, std::optional<value_or_monostate<T>>* out, group* g) {
-  std::optional<value_or_monostate<T>> value;
-  std::exception_ptr failure;
-  try {
-    if constexpr (std::is_void_v<T>) {
-      co_await std::move(t);
-      value.emplace();
-    } else {
-      value.emplace(co_await std::move(t));
-    }
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  co_await switch_to(g->home());  // the task may have ended on another executor
-  if (failure) {
-    g->fail(failure);
+  auto result = co_await settle_at_home(std::move(t), &g->home());
+  if (result.error) {
+    g->fail(result.error);
   } else {
-    *out = std::move(value);
+    *out = std::move(result.value);
   }
 }
 }  // namespace detail

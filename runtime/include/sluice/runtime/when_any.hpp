@@ -33,28 +33,16 @@ struct any_state {
 
 template <std::size_t I, class T, class State>
 group_child when_any_child(task<T> t, State* state, group* g) {
-  std::optional<value_or_monostate<T>> value;
-  std::exception_ptr failure;
-  try {
-    if constexpr (std::is_void_v<T>) {
-      co_await std::move(t);
-      value.emplace();
-    } else {
-      value.emplace(co_await std::move(t));
-    }
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  co_await switch_to(g->home());  // the task may have ended on another executor
+  auto result = co_await settle_at_home(std::move(t), &g->home());
   if (state->index == State::none) {
-    if (failure) {
-      state->error = failure;
+    if (result.error) {
+      state->error = result.error;
     } else {
-      state->value.emplace(std::in_place_index<I>, std::move(*value));
+      state->value.emplace(std::in_place_index<I>, std::move(*result.value));
     }
     state->index = I;  // only once the result is in place
-  } else if (failure) {
-    log_extra_child_failure(failure);
+  } else if (result.error) {
+    log_extra_child_failure(result.error);
   }
   g->request_stop();
 }

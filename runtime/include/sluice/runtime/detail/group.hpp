@@ -135,4 +135,30 @@ class group_child {
 template <class T>
 using value_or_monostate = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
 
+// What a child's task produced: a value or an exception.
+template <class T>
+struct outcome {
+  std::optional<value_or_monostate<T>> value;
+  std::exception_ptr error;
+};
+
+// Runs `t`, then comes back to `home` before yielding its outcome: the task may have ended on
+// another executor, and group state is touched only on the group's executor.
+template <class T>
+task<outcome<T>> settle_at_home(task<T> t, executor* home) {
+  outcome<T> out;
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await std::move(t);
+      out.value.emplace();
+    } else {
+      out.value.emplace(co_await std::move(t));
+    }
+  } catch (...) {
+    out.error = std::current_exception();
+  }
+  co_await switch_to(*home);
+  co_return out;
+}
+
 }  // namespace sluice::runtime::detail
