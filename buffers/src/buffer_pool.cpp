@@ -131,8 +131,39 @@ void local_buffer_pool::drop_ref_on_owner(std::uint32_t slot) noexcept {
     violation("a buffer reference was released twice");
     return;
   }
-  if (--s.refs == 0) recycle_slot(slot);
+  if (--s.refs == 0) {
+    s.unique_watcher = nullptr;
+    recycle_slot(slot);
+  } else if (s.refs == 1 && s.unique_watcher != nullptr) {
+    std::exchange(s.unique_watcher, nullptr)->set();
+  }
 }
+
+void local_buffer_pool::watch_unique(const buffer& b, runtime::event& wake) noexcept {
+  check_owner();
+  assert(b.pool_ == this);
+  slot_info& s = slots_[b.slot_];
+  assert(s.unique_watcher == nullptr || s.unique_watcher == &wake);
+  if (s.refs <= 1) {
+    wake.set();
+  } else {
+    s.unique_watcher = &wake;
+  }
+}
+
+void local_buffer_pool::unwatch(const buffer& b) noexcept {
+  check_owner();
+  assert(b.pool_ == this);
+  slots_[b.slot_].unique_watcher = nullptr;
+}
+
+std::uint32_t local_buffer_pool::references(const buffer& b) const noexcept {
+  check_owner();
+  assert(b.pool_ == this);
+  return slots_[b.slot_].refs;
+}
+
+bool buffer::shared() const noexcept { return pool_ != nullptr && pool_->references(*this) > 1; }
 
 void local_buffer_pool::recycle(std::byte* segment) noexcept {
   check_owner();
@@ -150,6 +181,7 @@ void local_buffer_pool::recycle(std::byte* segment) noexcept {
       return;
     case slot_state::in_use:
       slots_[slot].refs = 0;
+      slots_[slot].unique_watcher = nullptr;
       recycle_slot(slot);
       return;
   }

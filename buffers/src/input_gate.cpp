@@ -26,13 +26,15 @@ input_gate::input_gate(local_buffer_pool& pool, gate_options options)
     c.free_floating.reserve(options.floating);
     c.unannounced = options.exclusive_per_channel;
   }
+  credit_.set();
 }
 
 input_gate::~input_gate() {
   closed_ = true;
   while (!waiters_.empty()) waiters_.front()->wake();  // result_ stays nullopt
-  for ([[maybe_unused]] auto& c : channels_) {
+  for (auto& c : channels_) {
     assert(c.sender_held == 0 && c.consumer_held == 0 && "input gate destroyed with gate_buffers outstanding");
+    for (buffer& b : c.parked) pool_->unwatch(b);  // the views recycle the segments when they go
   }
 }
 
@@ -50,16 +52,43 @@ std::size_t input_gate::deficit(const channel_state& c) const noexcept {
 
 std::vector<credit_announcement> input_gate::take_credit_announcements() {
   check_owner();
+  reclaim_parked();
   distribute_floating();
   std::vector<credit_announcement> out;
   for (std::uint32_t i = 0; i < channels_.size(); ++i) {
     channel_state& c = channels_[i];
-    if (c.unannounced == 0 || c.ended) continue;
+    if (c.unannounced == 0 || c.ended || c.end_delivered) continue;
     out.push_back({i, static_cast<std::uint32_t>(c.unannounced)});
     c.announced_unused += c.unannounced;
     c.unannounced = 0;
   }
   return out;
+}
+
+runtime::task<bool> input_gate::wait_credit() {
+  const bool set = co_await credit_.wait();
+  if (set) credit_.reset();
+  co_return set;
+}
+
+void input_gate::reclaim_parked() {
+  if (parked_total_ == 0) return;
+  for (channel_state& c : channels_) {
+    for (std::size_t i = 0; i < c.parked.size();) {
+      if (pool_->references(c.parked[i]) > 1) {
+        ++i;
+        continue;
+      }
+      buffer b = std::move(c.parked[i]);
+      c.parked[i] = std::move(c.parked.back());
+      c.parked.pop_back();
+      --parked_total_;
+      pool_->unwatch(b);
+      b.clear();
+      c.free_exclusive.push_back(std::move(b));
+      ++c.unannounced;
+    }
+  }
 }
 
 gate_buffer input_gate::request_buffer_for(std::uint32_t channel) {
@@ -87,6 +116,10 @@ void input_gate::deliver(gate_buffer&& filled, std::size_t backlog) {
     throw std::logic_error("input_gate: delivered a buffer that was not requested from this gate against credit");
   const std::uint32_t channel = filled.channel_;
   channel_state& c = channels_[channel];
+  if (c.released) {
+    filled.release();  // the channel is gone: the segment goes back to the pool
+    return;
+  }
   filled.gate_ = nullptr;
   --c.sender_held;
   ++c.queued;
@@ -108,9 +141,10 @@ void input_gate::deliver(std::uint32_t channel, std::span<const std::byte> bytes
 void input_gate::deliver_event(std::uint32_t channel, gate_event event, bool priority) {
   check_owner();
   channel_state& c = at(channel);
+  if (c.released) return;
   if (c.end_delivered)
     throw std::logic_error("input_gate: event after end-of-partition on channel " + std::to_string(channel));
-  if (event.kind == gate_event::type::end_of_partition) {
+  if (event.kind == gate_event::type::end_of_partition || event.kind == gate_event::type::channel_failed) {
     c.end_delivered = true;
     priority = false;
   }
@@ -139,7 +173,7 @@ void input_gate::distribute_floating() {
   while (!floating_waiting_.empty() && floating_total_ < options_.floating) {
     const std::uint32_t channel = floating_waiting_.front();
     channel_state& c = channels_[channel];
-    if (deficit(c) == 0 || c.end_delivered) {
+    if (deficit(c) == 0 || c.end_delivered || c.released) {
       floating_waiting_.pop_front();
       c.waiting_for_floating = false;
       continue;
@@ -151,6 +185,7 @@ void input_gate::distribute_floating() {
     ++c.floating_assigned;
     ++floating_total_;
     ++c.unannounced;
+    credit_.set();
     if (deficit(c) > 0) {
       floating_waiting_.push_back(channel);  // one at a time: round-robin among the waiting
     } else {
@@ -167,18 +202,28 @@ void input_gate::make_ready(std::uint32_t channel) {
   }
 }
 
+bool input_gate::takeable(const channel_state& c) const noexcept {
+  return !c.queue.empty() && (!c.blocked || c.priority_front > 0);
+}
+
 std::optional<gate_item> input_gate::try_next() {
   check_owner();
-  if (ready_.empty()) return std::nullopt;
-  auto pos = ready_.begin();
-  if (priority_pending_ > 0) {
-    for (auto it = ready_.begin(); it != ready_.end(); ++it) {
-      if (channels_[*it].priority_front > 0) {
-        pos = it;
-        break;
-      }
+  // Priority events first; otherwise the first ready channel that is not blocked (round-robin).
+  auto pos = ready_.end();
+  for (auto it = ready_.begin(); it != ready_.end();) {
+    const channel_state& c = channels_[*it];
+    if (c.queue.empty()) {  // released since it became ready
+      channels_[*it].in_ready = false;
+      it = ready_.erase(it);
+      continue;
     }
+    if (priority_pending_ > 0 ? c.priority_front > 0 : takeable(c)) {
+      pos = it;
+      break;
+    }
+    ++it;
   }
+  if (pos == ready_.end()) return std::nullopt;
   const std::uint32_t channel = *pos;
   ready_.erase(pos);
   channel_state& c = channels_[channel];
@@ -196,17 +241,8 @@ std::optional<gate_item> input_gate::try_next() {
     }
     item.event = e.event;
     item.priority = e.priority;
-    if (e.event->kind == gate_event::type::end_of_partition) {
-      c.ended = true;
-      ++ended_;
-      // Credit of an ended channel is never used again: give its floating buffers back.
-      while (!c.free_floating.empty()) {
-        c.free_floating.pop_back();
-        --c.floating_assigned;
-        --floating_total_;
-        if (c.unannounced > 0) --c.unannounced; else --c.announced_unused;
-      }
-      distribute_floating();
+    if (e.event->kind == gate_event::type::end_of_partition || e.event->kind == gate_event::type::channel_failed) {
+      mark_ended(c);
     }
   } else {
     --c.queued;
@@ -215,6 +251,89 @@ std::optional<gate_item> input_gate::try_next() {
   }
   make_ready(channel);
   return item;
+}
+
+void input_gate::mark_ended(channel_state& c) {
+  c.ended = true;
+  ++ended_;
+  // Credit of an ended channel is never used again: give its floating buffers back.
+  while (!c.free_floating.empty()) {
+    c.free_floating.pop_back();
+    --c.floating_assigned;
+    --floating_total_;
+    if (c.unannounced > 0) --c.unannounced; else --c.announced_unused;
+  }
+  distribute_floating();
+}
+
+void input_gate::block(std::uint32_t channel) {
+  check_owner();
+  at(channel).blocked = true;
+}
+
+void input_gate::unblock(std::uint32_t channel) {
+  check_owner();
+  channel_state& c = at(channel);
+  if (!c.blocked) return;
+  c.blocked = false;
+  wake_consumers();
+}
+
+void input_gate::unblock_all() {
+  check_owner();
+  for (channel_state& c : channels_) c.blocked = false;
+  wake_consumers();
+}
+
+std::vector<buffer_view> input_gate::queued_data_views(std::uint32_t channel) {
+  check_owner();
+  std::vector<buffer_view> out;
+  for (const entry& e : at(channel).queue) {
+    if (!e.event) out.push_back(e.buf.retain());
+  }
+  return out;
+}
+
+void input_gate::fail_channel(std::uint32_t channel, std::string why) {
+  check_owner();
+  channel_state& c = at(channel);
+  if (c.released || c.end_delivered) return;
+  c.failure = std::move(why);
+  deliver_event(channel, gate_event{gate_event::type::channel_failed, 0});
+}
+
+void input_gate::release_channel(std::uint32_t channel) {
+  check_owner();
+  channel_state& c = at(channel);
+  if (c.released) return;
+  c.released = true;
+  ++released_count_;
+  c.end_delivered = true;
+  c.blocked = false;
+  const auto drop_floating = [&](std::size_t n) {
+    c.floating_assigned -= n;
+    floating_total_ -= n;
+  };
+  c.free_exclusive.clear();
+  drop_floating(c.free_floating.size());
+  c.free_floating.clear();
+  for (buffer& b : c.parked) pool_->unwatch(b);
+  parked_total_ -= c.parked.size();
+  c.parked.clear();
+  for (entry& e : c.queue) {
+    if (e.floating) drop_floating(1);
+    if (e.priority) --priority_pending_;
+  }
+  c.queue.clear();
+  c.priority_front = 0;
+  c.queued = 0;
+  c.announced_unused = c.unannounced = 0;
+  if (!c.ended) {
+    c.ended = true;
+    ++ended_;
+  }
+  distribute_floating();  // its floating buffers may serve the others
+  wake_consumers();       // next() may now be finished
 }
 
 void input_gate::wake_consumers() noexcept {
@@ -235,6 +354,15 @@ void input_gate::give_back(gate_buffer& b) noexcept {
   } else {
     --c.consumer_held;
   }
+  if (c.released) {
+    if (b.floating_) {
+      --c.floating_assigned;
+      --floating_total_;
+    }
+    b.buf_.reset();  // the channel is gone: straight back to the pool
+    distribute_floating();
+    return;
+  }
   if (b.floating_) {
     --c.floating_assigned;
     --floating_total_;
@@ -242,9 +370,17 @@ void input_gate::give_back(gate_buffer& b) noexcept {
     distribute_floating();  // ... and from there to the longest-waiting channel
     return;
   }
+  if (pool_->references(b.buf_) > 1) {
+    // The channel-state writer still holds a view: no credit until it lets go.
+    pool_->watch_unique(b.buf_, credit_);
+    c.parked.push_back(std::move(b.buf_));
+    ++parked_total_;
+    return;
+  }
   b.buf_.clear();
   c.free_exclusive.push_back(std::move(b.buf_));
   ++c.unannounced;  // announced with the next take_credit_announcements()
+  credit_.set();
 }
 
 std::string input_gate::check_credit_accounting() const {
@@ -252,15 +388,18 @@ std::string input_gate::check_credit_accounting() const {
   std::size_t floating_sum = 0;
   for (std::size_t i = 0; i < channels_.size(); ++i) {
     const channel_state& c = channels_[i];
+    floating_sum += c.floating_assigned;
+    if (c.released) continue;
     const std::size_t lhs = options_.exclusive_per_channel + c.floating_assigned;
-    const std::size_t rhs = c.announced_unused + c.unannounced + c.sender_held + c.queued + c.consumer_held;
+    const std::size_t rhs =
+        c.announced_unused + c.unannounced + c.sender_held + c.queued + c.consumer_held + c.parked.size();
     const std::size_t free_held = c.free_exclusive.size() + c.free_floating.size();
     if (lhs != rhs) {
       err += "channel " + std::to_string(i) + ": exclusive " + std::to_string(options_.exclusive_per_channel) +
              " + floating " + std::to_string(c.floating_assigned) + " != announced " +
              std::to_string(c.announced_unused) + " + unannounced " + std::to_string(c.unannounced) + " + sender " +
              std::to_string(c.sender_held) + " + queued " + std::to_string(c.queued) + " + consumer " +
-             std::to_string(c.consumer_held) + "; ";
+             std::to_string(c.consumer_held) + " + view-held " + std::to_string(c.parked.size()) + "; ";
     }
     if (free_held != c.announced_unused + c.unannounced) {
       err += "channel " + std::to_string(i) + ": holds " + std::to_string(free_held) + " free buffers but " +
@@ -272,7 +411,6 @@ std::string input_gate::check_credit_accounting() const {
       err += "channel " + std::to_string(i) + ": queue holds " + std::to_string(data_in_queue) +
              " data buffers, counted " + std::to_string(c.queued) + "; ";
     }
-    floating_sum += c.floating_assigned;
   }
   if (floating_sum != floating_total_)
     err += "floating assigned sum " + std::to_string(floating_sum) + " != " + std::to_string(floating_total_) + "; ";

@@ -82,6 +82,8 @@ class buffer {
 
   // Drops this handle's reference now: the segment is recycled once no view is left.
   void reset() noexcept;
+  // True while a view of this buffer is alive (owner executor only).
+  bool shared() const noexcept;
 
   // Gives up the handle WITHOUT recycling and returns the segment; it must come back through
   // local_buffer_pool::recycle(segment). For code that manages raw segments (and for tests).

@@ -24,6 +24,7 @@
 #include <sluice/buffers/buffer.hpp>
 #include <sluice/buffers/segment.hpp>
 #include <sluice/runtime/detail/wait_list.hpp>
+#include <sluice/runtime/event.hpp>
 #include <sluice/runtime/executor.hpp>
 
 #include <cstddef>
@@ -84,6 +85,13 @@ class local_buffer_pool {
   // Hands back a segment taken with buffer::detach(). Prefer buffer handles.
   void recycle(std::byte* segment) noexcept;
 
+  // Sets `wake` (an event of the owner executor) once `b` is the last reference to its segment,
+  // i.e. when the last view of it goes. Setting an event only schedules its waiters (invariant 3).
+  // At most one watcher per buffer; unwatch() before `wake` is destroyed.
+  void watch_unique(const buffer& b, runtime::event& wake) noexcept;
+  void unwatch(const buffer& b) noexcept;
+  std::uint32_t references(const buffer& b) const noexcept;
+
   // --- debug counters, for assertions in tests ---------------------------------------------
   std::uint64_t recycled() const noexcept { return recycled_; }                // segments recycled
   std::uint64_t foreign_releases() const noexcept { return foreign_releases_; }  // came home by inbox
@@ -98,6 +106,7 @@ class local_buffer_pool {
   struct slot_info {
     std::uint32_t refs = 0;
     slot_state state = slot_state::not_held;
+    runtime::event* unique_watcher = nullptr;
   };
 
   void check_owner() const noexcept { assert(on_owner() && "buffer pool used off its owning executor"); }

@@ -27,6 +27,17 @@
 //   gate is destroyed, or when the waiting task is stopped. Dropping / release()-ing the item's
 //   gate_buffer returns an exclusive segment to its channel (new credit) and a floating one to the
 //   pool.
+// - Checkpoint support. block(c) holds channel c's data and in-band events back from next() (aligned
+//   alignment); priority events still pass. queued_data_views(c) returns views of the data buffers
+//   queued on c (unaligned channel-state capture; no copy). An exclusive buffer released while a view
+//   of it is alive (the channel-state writer still writing it) is VIEW-HELD: it is no credit until
+//   its last view goes, then it turns into new credit. So a slow state write slows that channel down
+//   instead of growing memory.
+// - `co_await wait_credit()` returns once take_credit_announcements() has something to say; the
+//   transport's credit pump waits on it.
+// - fail_channel(c, why) ends channel c with a channel_failed event carrying no data (failure(c) says
+//   why): a lost connection. release_channel(c) drops it for good: queued and free buffers go back to
+//   the pool, buffers still out go to the pool when released, later deliveries are dropped.
 // - Single executor, no locks or atomics (invariant 1). Memory is bounded by
 //   channels * exclusive + floating segments (invariant 6). Every gate_buffer must be released
 //   before the gate is destroyed (asserted).
@@ -39,6 +50,7 @@
 //        + sender_held(c)        requested by the sender, not yet delivered
 //        + queued(c)             delivered data buffers not yet taken by the consumer
 //        + consumer_held(c)      handed to the consumer, not yet released
+//        + view_held(c)          released by the consumer, a view still alive (state writer)
 //
 //   and announced_unused(c) + unannounced(c) == free buffers actually held by c,
 //   and sum_c floating_assigned(c) <= floating,
@@ -51,7 +63,9 @@
 #include <sluice/buffers/buffer.hpp>
 #include <sluice/buffers/buffer_pool.hpp>
 #include <sluice/runtime/detail/wait_list.hpp>
+#include <sluice/runtime/event.hpp>
 #include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/task.hpp>
 
 #include <cassert>
 #include <cstddef>
@@ -80,7 +94,9 @@ struct credit_announcement {
 };
 
 struct gate_event {
-  enum class type : std::uint8_t { end_of_partition, barrier, custom };
+  // cancellation_marker: an upstream task gave up checkpoint `id`. channel_failed: the channel was
+  // lost (input_gate::failure() says why); it ends the channel like end_of_partition.
+  enum class type : std::uint8_t { end_of_partition, barrier, cancellation_marker, channel_failed, custom };
   type kind = type::custom;
   std::uint64_t id = 0;  // e.g. the checkpoint id of a barrier
 };
@@ -143,6 +159,7 @@ struct gate_item {
   bool is_end_of_partition() const noexcept {
     return event && event->kind == gate_event::type::end_of_partition;
   }
+  bool is_failure() const noexcept { return event && event->kind == gate_event::type::channel_failed; }
 };
 
 class input_gate {
@@ -155,9 +172,12 @@ class input_gate {
   input_gate& operator=(const input_gate&) = delete;
 
   // --- credit -------------------------------------------------------------------------------
-  // Distributes floating buffers to channels waiting for them, then returns the credit each
-  // channel gained since the last call (channels with none are left out), in channel order.
+  // Distributes floating buffers to channels waiting for them, turns view-held buffers whose views
+  // are gone back into credit, then returns the credit each channel gained since the last call
+  // (channels with none are left out), in channel order.
   std::vector<credit_announcement> take_credit_announcements();
+  // True once there may be credit to announce; false if the waiter was stopped.
+  runtime::task<bool> wait_credit();
 
   // --- sender side --------------------------------------------------------------------------
   // Uses one announced credit of `channel`; throws std::logic_error if it has none.
@@ -198,6 +218,22 @@ class input_gate {
   next_awaiter next() noexcept { return next_awaiter{*this}; }
 
   bool finished() const noexcept { return ended_ == channels_.size(); }
+
+  // --- checkpoints ----------------------------------------------------------------------------
+  void block(std::uint32_t channel);
+  void unblock(std::uint32_t channel);
+  void unblock_all();
+  bool blocked(std::uint32_t channel) const { return channels_.at(channel).blocked; }
+  // Views of the data buffers queued on `channel`, oldest first (behind any priority events).
+  std::vector<buffer_view> queued_data_views(std::uint32_t channel);
+
+  // --- failure and release ----------------------------------------------------------------------
+  // Ends `channel` with a channel_failed event (after what is queued). Idempotent; no-op once ended.
+  void fail_channel(std::uint32_t channel, std::string why);
+  const std::string& failure(std::uint32_t channel) const { return channels_.at(channel).failure; }
+  // Drops `channel` for good (see the top comment). Counts as ended. Idempotent.
+  void release_channel(std::uint32_t channel);
+  bool released(std::uint32_t channel) const { return channels_.at(channel).released; }
   bool channel_ended(std::uint32_t channel) const { return channels_.at(channel).ended; }
 
   // --- accounting ---------------------------------------------------------------------------
@@ -208,9 +244,11 @@ class input_gate {
   std::size_t announced_unused(std::uint32_t channel) const { return channels_.at(channel).announced_unused; }
   std::size_t floating_assigned(std::uint32_t channel) const { return channels_.at(channel).floating_assigned; }
   std::size_t queued(std::uint32_t channel) const { return channels_.at(channel).queued; }
+  std::size_t view_held(std::uint32_t channel) const { return channels_.at(channel).parked.size(); }
   std::size_t floating_in_use() const noexcept { return floating_total_; }
+  // Pool segments the gate accounts for: the exclusive buffers of live channels plus floating ones.
   std::size_t segments_held() const noexcept {
-    return channels_.size() * options_.exclusive_per_channel + floating_total_;
+    return (channels_.size() - released_count_) * options_.exclusive_per_channel + floating_total_;
   }
   std::size_t waiting_for_floating() const noexcept { return floating_waiting_.size(); }
   bool on_owner() const noexcept { return runtime::executor::current() == owner_; }
@@ -226,7 +264,9 @@ class input_gate {
   struct channel_state {
     std::vector<buffer> free_exclusive;
     std::vector<buffer> free_floating;
+    std::vector<buffer> parked;  // view-held exclusive buffers
     std::deque<entry> queue;
+    std::string failure;
     std::size_t priority_front = 0;  // priority events at the front of `queue`
     std::size_t announced_unused = 0;
     std::size_t unannounced = 0;
@@ -239,6 +279,8 @@ class input_gate {
     bool in_ready = false;
     bool end_delivered = false;
     bool ended = false;
+    bool blocked = false;
+    bool released = false;
   };
 
   void check_owner() const noexcept { assert(on_owner() && "input gate used off its owning executor"); }
@@ -249,6 +291,9 @@ class input_gate {
   void make_ready(std::uint32_t channel);
   void wake_consumers() noexcept;
   void give_back(gate_buffer& b) noexcept;
+  bool takeable(const channel_state& c) const noexcept;
+  void reclaim_parked();
+  void mark_ended(channel_state& c);
 
   local_buffer_pool* pool_;
   runtime::executor* owner_;
@@ -259,7 +304,10 @@ class input_gate {
   std::size_t priority_pending_ = 0;
   std::size_t floating_total_ = 0;
   std::size_t ended_ = 0;
+  std::size_t parked_total_ = 0;
+  std::size_t released_count_ = 0;
   bool closed_ = false;
+  runtime::event credit_;
   runtime::detail::wait_list waiters_;
 };
 
