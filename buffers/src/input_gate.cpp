@@ -160,12 +160,20 @@ void input_gate::deliver_event(std::uint32_t channel, gate_event event, bool pri
   wake_consumers();
 }
 
+void input_gate::note_sender_backlog(std::uint32_t channel, std::size_t backlog) {
+  check_owner();
+  channel_state& c = at(channel);
+  if (c.released || c.end_delivered) return;
+  note_backlog(channel, backlog);
+}
+
 void input_gate::note_backlog(std::uint32_t channel, std::size_t backlog) {
   channel_state& c = channels_[channel];
   c.backlog = backlog;
   if (deficit(c) > 0 && !c.waiting_for_floating) {
     c.waiting_for_floating = true;
     floating_waiting_.push_back(channel);
+    credit_.set();  // the credit pump hands out floating buffers
   }
 }
 
@@ -256,6 +264,7 @@ std::optional<gate_item> input_gate::try_next() {
 void input_gate::mark_ended(channel_state& c) {
   c.ended = true;
   ++ended_;
+  credit_.set();  // a credit pump waiting on a finished gate notices
   // Credit of an ended channel is never used again: give its floating buffers back.
   while (!c.free_floating.empty()) {
     c.free_floating.pop_back();
@@ -333,6 +342,7 @@ void input_gate::release_channel(std::uint32_t channel) {
     ++ended_;
   }
   distribute_floating();  // its floating buffers may serve the others
+  credit_.set();
   wake_consumers();       // next() may now be finished
 }
 

@@ -257,6 +257,12 @@ std::size_t result_partition::backlog(std::size_t subpartition) const {
   return at(subpartition).data_queued;
 }
 
+bool result_partition::next_is_data(std::size_t subpartition) const {
+  check_owner();
+  const subpartition_state& s = at(subpartition);
+  return !s.queue.empty() && s.queue.front().view.kind() == buffer_kind::data;
+}
+
 std::size_t result_partition::queued(std::size_t subpartition) const {
   check_owner();
   return at(subpartition).queue.size();

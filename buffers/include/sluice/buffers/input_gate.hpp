@@ -186,6 +186,8 @@ class input_gate {
   void deliver(gate_buffer&& filled, std::size_t backlog);
   // request_buffer_for + copy + deliver. Throws std::length_error if `bytes` exceed a segment.
   void deliver(std::uint32_t channel, std::span<const std::byte> bytes, std::size_t backlog);
+  // The sender's backlog, reported without a buffer (a remote backlog frame).
+  void note_sender_backlog(std::uint32_t channel, std::size_t backlog);
   // Events need no credit. Throws std::logic_error after the channel's end-of-partition.
   void deliver_event(std::uint32_t channel, gate_event event, bool priority = false);
   void deliver_end_of_partition(std::uint32_t channel) {

@@ -137,6 +137,9 @@ class result_partition {
   std::size_t backlog(std::size_t subpartition) const;
   // Buffers and events queued.
   std::size_t queued(std::size_t subpartition) const;
+  // True if the next poll_next() would yield a data buffer (which a sender may send only against
+  // credit); false for an event or an empty queue.
+  bool next_is_data(std::size_t subpartition) const;
   // True once something is queued (or the subpartition was released); false if the waiter was stopped.
   runtime::event::awaiter wait_available(std::size_t subpartition);
   // The consumer went away: recycles everything queued there; later records for it are dropped.
