@@ -1,0 +1,145 @@
+#pragma once
+// tcp_transport: remote channels. One per process; it listens for peers, keeps ONE connection per
+// peer address it dials (plus those peers dialed to it), and multiplexes every channel between two
+// processes over that connection with the frame format of frame.hpp and the credit protocol of
+// channel.hpp.
+//
+// Executors. The transport and all its connections live on one HOME executor (the one start() ran
+// on). Gates and partitions may live on any executor of the process: everything between them and
+// the connection is a posted message (invariant 2), and nothing of one side runs inside the other.
+//
+// A remote channel, receiver R (an input_gate channel, on executor B) <- sender S (a result_partition
+// subpartition, on executor A):
+//   1. R: open_input() on B registers the channel; home dials the peer if no connection is up and
+//      sends a partition request carrying the credit granted so far.
+//   2. S: home looks the partition up (serve_partition() registered it; an early request waits up to
+//      partition_request_timeout), and starts a subpartition_sender on A with that credit.
+//   3. Credit. The gate's credit pump calls grant(n) on R (a credit_route): B takes n buffers from the
+//      gate against those credits and lends them to home, which sends add-credit. A buffer frame is
+//      received STRAIGHT INTO one of those lent buffers (no intermediate copy), which then goes back
+//      to B and is delivered to the gate. A buffer frame with no lent buffer left is a protocol fault.
+//   4. S sends a backlog frame whenever its backlog changes, so R can ask for floating buffers.
+//   5. End. After end-of-partition R sends cancel; S answers with cancel; unused lent buffers go
+//      back to the gate, and wait_closed() returns.
+// Faults. A malformed frame (frame.hpp's faults), a buffer without credit, an event that does not
+// decode, a peer that disconnects (mid-frame or not) or a failed send end THAT connection: its
+// receiving channels fail (the gate yields channel_failed, and failure() names the peer and the
+// fault), its sending channels are cancelled, a close frame naming the fault goes to the peer where
+// possible, and the error is logged. Other connections and the process carry on.
+//
+// Lifetime: channel objects belong to the transport and live until it is destroyed. Destroy a gate
+// only after wait_closed() of each of its remote inputs; a partition only after its senders ended
+// (end-of-partition sent, or withdraw_partition()). Destroy the transport after close() and after the
+// executors of its gates and partitions have run their queued messages (e.g. after the engine
+// stopped).
+//
+//   auto t = (co_await tcp_transport::start(io::address::loopback_v4())).value();   // on home
+//   t->serve_partition(7, partition);                                      // on the partition's executor
+//   remote_input& in = t->open_input(peer, 7, 0, gate, 0);                 // on the gate's executor
+//   pump.connect(0, in);
+
+#include <sluice/buffers/channel.hpp>
+#include <sluice/buffers/segment.hpp>
+#include <sluice/io/address.hpp>
+#include <sluice/io/result.hpp>
+#include <sluice/runtime/event.hpp>
+#include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/task.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice::buffers {
+
+struct transport_options {
+  // The largest buffer payload accepted; at least the segment size of the gates it feeds.
+  std::uint32_t max_frame_payload_bytes = default_segment_bytes;
+  std::uint32_t max_channels_per_connection = 4096;
+  // Frames are gathered into one send of up to this many bytes.
+  std::size_t send_batch_bytes = 256 * 1024;
+  std::size_t receive_chunk_bytes = 64 * 1024;
+  // How long a partition request for a partition not (yet) served here waits before it is refused.
+  std::chrono::milliseconds partition_request_timeout{10'000};
+};
+
+class tcp_transport;
+namespace detail {
+class transport_core;
+}
+
+// The receiving end of one remote channel: the credit route of a gate channel.
+class remote_input final : public credit_route {
+ public:
+  // On the gate's executor.
+  void grant(std::uint32_t credits) override;
+  // True once the channel is closed and every lent buffer is back in the gate; false if stopped.
+  runtime::task<bool> wait_closed();
+  bool closed() const noexcept { return closed_.is_set(); }
+
+ private:
+  friend class detail::transport_core;
+  remote_input(detail::transport_core* core, input_gate& gate, std::uint32_t gate_channel,
+               runtime::executor& gate_executor)
+      : core_(core), gate_(&gate), gate_channel_(gate_channel), gate_executor_(&gate_executor) {}
+
+  detail::transport_core* core_;
+  input_gate* gate_;
+  std::uint32_t gate_channel_;
+  runtime::executor* gate_executor_;
+  runtime::event closed_;
+  // Home executor only: where the channel lives on the wire.
+  std::uint64_t connection_id_ = 0;
+  std::uint32_t wire_channel_ = 0;
+};
+
+struct transport_stats {
+  std::uint64_t connections_accepted = 0;
+  std::uint64_t connections_dialed = 0;
+  std::uint64_t connections_failed = 0;
+  std::uint64_t frames_sent = 0;
+  std::uint64_t frames_received = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  // Why the latest failed connections ended (at most 16, oldest first): "connection from
+  // 127.0.0.1:4711: malformed frame at stream byte 0: bad magic ...".
+  std::vector<std::string> recent_failures;
+};
+
+class tcp_transport {
+ public:
+  // On the home executor. Listens on `listen_on` (port 0: the kernel picks one).
+  static runtime::task<io::result<std::unique_ptr<tcp_transport>>> start(io::address listen_on,
+                                                                         transport_options options = {});
+  ~tcp_transport();
+  tcp_transport(const tcp_transport&) = delete;
+  tcp_transport& operator=(const tcp_transport&) = delete;
+
+  io::address local_address() const;
+  runtime::executor& home() const noexcept;
+
+  // On the partition's executor: peers may now request its subpartitions.
+  void serve_partition(std::uint64_t partition_id, result_partition& partition);
+  // On the gate's executor: channel `gate_channel` of `gate` receives subpartition `subpartition` of
+  // partition `partition_id` served at `peer`. Connect the returned route to the gate's credit pump.
+  remote_input& open_input(io::address peer, std::uint64_t partition_id, std::uint32_t subpartition,
+                           input_gate& gate, std::uint32_t gate_channel);
+
+  // On home: refuses new work, fails every channel ("transport closed"), closes every connection and
+  // the listener, and waits for their loops to end. Idempotent.
+  runtime::task<void> close();
+
+  // On home.
+  transport_stats stats() const;
+  std::size_t connections() const;
+
+ private:
+  explicit tcp_transport(std::unique_ptr<detail::transport_core> core);
+  std::unique_ptr<detail::transport_core> core_;
+};
+
+}  // namespace sluice::buffers

@@ -1,0 +1,261 @@
+// Remote channels over loopback TCP (tcp_transport.hpp): the credit protocol end to end, faults
+// that close one connection only (scenario 22), and peers that go away.
+#include <sluice/buffers/crc32c.hpp>
+#include <sluice/buffers/frame.hpp>
+#include <sluice/buffers/tcp_transport.hpp>
+#include <sluice/io/tcp.hpp>
+#include <sluice/runtime/engine.hpp>
+#include <sluice/runtime/timer.hpp>
+#include <sluice/runtime/when_all.hpp>
+
+#include <support/run_on.hpp>
+
+#include "channel_fixture.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace sluice::buffers;
+using namespace sluice::runtime;
+using namespace sluice::test::channels;
+using sluice::io::address;
+using sluice::test::run_on;
+
+namespace {
+
+constexpr std::uint64_t partition_id = 7;
+
+task<std::unique_ptr<tcp_transport>> start_transport(transport_options options) {
+  auto t = co_await tcp_transport::start(address::loopback_v4(), options);
+  REQUIRE(t.ok());
+  co_return std::move(t).value();
+}
+task<void> close_transport(tcp_transport* t) { co_await t->close(); }
+
+task<void> serve(tcp_transport* t, sender_side* s) {
+  t->serve_partition(partition_id, s->partition);
+  co_return;
+}
+
+task<void> open_inputs(tcp_transport* t, address peer, receiver_side* r, std::vector<remote_input*>* inputs) {
+  for (std::uint32_t c = 0; c < r->gate.channels(); ++c) {
+    remote_input& in = t->open_input(peer, partition_id, c, r->gate, c);
+    r->pump.connect(c, in);
+    inputs->push_back(&in);
+  }
+  co_return;
+}
+
+task<void> wait_inputs_closed(std::vector<remote_input*>* inputs) {
+  for (remote_input* in : *inputs) {
+    const bool closed = co_await in->wait_closed();
+    CHECK(closed);
+  }
+}
+
+struct transports {
+  std::unique_ptr<tcp_transport> sending;
+  std::unique_ptr<tcp_transport> receiving;
+};
+
+// Partition on `a` served by a transport homed on `home_a`; gate on `b` fed by a transport homed on
+// `home_b`. The transports are handed back to be destroyed after the engine stopped.
+task<receive_report> tcp_transfer(executor* a, executor* home_a, executor* b, executor* home_b,
+                                  network_memory* memory, std::size_t channels, std::uint64_t records,
+                                  std::chrono::milliseconds flush, transports* keep) {
+  keep->sending = co_await run_on(home_a, start_transport({}));
+  keep->receiving = co_await run_on(home_b, start_transport({}));
+  std::unique_ptr<sender_side> s = co_await run_on(a, make_sender(&memory->pool(0), channels, 24, flush));
+  co_await run_on(a, serve(keep->sending.get(), s.get()));
+  std::unique_ptr<receiver_side> r = co_await run_on(b, make_receiver(&memory->pool(1), channels, 8));
+  std::vector<remote_input*> inputs;
+  co_await run_on(b, open_inputs(keep->receiving.get(), keep->sending->local_address(), r.get(), &inputs));
+  receive_report report;
+  co_await when_all(run_on(a, run_senders(s.get(), records)), run_on(b, run_receiver(r.get(), &report)));
+  co_await run_on(b, wait_inputs_closed(&inputs));
+  co_await run_on(b, destroy_receiver(std::move(r)));
+  co_await run_on(a, destroy_sender(std::move(s)));
+  CHECK(keep->receiving->connections() == 1);  // one connection carried every channel
+  co_await run_on(home_b, close_transport(keep->receiving.get()));
+  co_await run_on(home_a, close_transport(keep->sending.get()));
+  co_return report;
+}
+
+}  // namespace
+
+TEST_CASE("remote channels over loopback carry 10 million records, none lost, duplicated or reordered",
+          "[tcp][channel]") {
+  transports keep;  // outlives the engine
+  engine eng({.executors = 2, .handle_signals = false});
+  network_memory memory(64 << 20, 32 << 10, 2);
+  const receive_report report = eng.block_on(tcp_transfer(&eng.at(0), &eng.at(0), &eng.at(1), &eng.at(1), &memory, 8,
+                                                          10'000'000, std::chrono::milliseconds(100), &keep));
+  eng.stop();
+  CHECK(report.error.empty());
+  CHECK(report.records == 10'000'000);
+  for (std::uint64_t n : report.per_channel) CHECK(n == 10'000'000 / 8);
+}
+
+TEST_CASE("remote channels work when the transport's executor is not the gate's or the partition's",
+          "[tcp][channel]") {
+  transports keep;
+  engine eng({.executors = 2, .handle_signals = false});
+  network_memory memory(64 << 20, 32 << 10, 2);
+  const receive_report report = eng.block_on(tcp_transfer(&eng.at(0), &eng.at(1), &eng.at(1), &eng.at(0), &memory, 5,
+                                                          300'000, std::chrono::milliseconds(1), &keep));
+  eng.stop();
+  CHECK(report.error.empty());
+  CHECK(report.records == 300'000);
+}
+
+// --- scenario 22: malformed input closes that connection only ------------------------------------
+
+namespace {
+
+// A raw header; the checksum is right unless `break_checksum`, so each case reaches its own check.
+std::vector<std::byte> raw_header(std::uint8_t type, std::uint32_t channel, std::uint32_t length, std::uint64_t seq,
+                                  const char* magic = "SLCE", std::uint16_t version = 1) {
+  std::vector<std::byte> h(frame_header_bytes);
+  std::memcpy(h.data(), magic, 4);
+  auto put = [&](std::size_t at, std::uint64_t v, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) h[at + i] = static_cast<std::byte>(v >> (8 * i));
+  };
+  put(4, version, 2);
+  h[6] = std::byte{type};
+  put(8, channel, 4);
+  put(12, length, 4);
+  put(16, seq, 8);
+  put(24, crc32c(std::span(h).first(24)), 4);
+  return h;
+}
+
+std::vector<std::byte> concat(std::vector<std::byte> a, std::span<const std::byte> b) {
+  const std::size_t at = a.size();
+  a.resize(at + b.size());
+  if (!b.empty()) std::memcpy(a.data() + at, b.data(), b.size());
+  return a;
+}
+
+struct malformed_case {
+  const char* name;
+  std::vector<std::byte> bytes;
+  const char* reason;  // what the close frame's reason must contain
+};
+
+std::vector<malformed_case> malformed_cases() {
+  std::vector<malformed_case> cases;
+  cases.push_back({"bad magic", raw_header(2, 0, 8, 0, "HTTP"), "bad magic"});
+  cases.push_back({"unsupported version", raw_header(2, 0, 8, 0, "SLCE", 9), "version"});
+  cases.push_back({"unknown frame type", raw_header(42, 0, 0, 0), "unknown frame type"});
+  cases.push_back({"oversized payload", raw_header(2, 0, 1u << 20, 0), "exceeds"});
+  cases.push_back({"frame for an unknown channel", concat(raw_header(4, 99, 4, 0), std::vector<std::byte>(4, std::byte{1})),
+                   "unknown channel"});
+  partition_request request{123, 0, 1};
+  encoded_frame open = encode_partition_request(2, 5, request);  // sequence 5 instead of 0
+  cases.push_back({"out-of-sequence partition request", {open.bytes().begin(), open.bytes().end()}, "sequence"});
+  std::vector<std::byte> checksum = raw_header(4, 1, 4, 0);
+  checksum[12] ^= std::byte{0x40};
+  cases.push_back({"header checksum mismatch", checksum, "checksum"});
+  return cases;
+}
+
+// Connects to `target`, sends `bytes`, and returns the reason of the close frame the peer answers
+// with (empty if none came before the end of the stream).
+task<std::string> attack(address target, std::vector<std::byte> bytes) {
+  auto stream = co_await sluice::io::tcp_stream::connect(target);
+  REQUIRE(stream.ok());
+  sluice::io::tcp_stream s = std::move(stream).value();
+  auto sent = co_await s.send_all(bytes);
+  CHECK(sent.ok());
+  auto shut = co_await s.shutdown(SHUT_WR);  // the end of our stream: mid-frame, for the half header
+  CHECK(shut.ok());
+  frame_decoder decoder;
+  std::vector<std::byte> chunk(4096);
+  std::string reason;
+  for (;;) {
+    auto got = co_await s.recv(chunk);
+    if (!got || got.value() == 0) break;
+    std::span<const std::byte> in(chunk.data(), got.value());
+    while (!in.empty()) {
+      const decode_step step = decoder.next(in);
+      if (step == decode_step::control) {
+        const control_frame frame = decoder.control();
+        if (const auto* c = std::get_if<close_connection>(&frame.payload)) reason = std::string(c->reason);
+      } else if (step != decode_step::need_input) {
+        break;
+      }
+    }
+  }
+  (void)co_await s.close();
+  co_return reason;
+}
+
+task<void> attack_all(address target, std::vector<std::string>* reasons) {
+  for (malformed_case& c : malformed_cases()) {
+    std::string reason = co_await attack(target, std::move(c.bytes));
+    reasons->push_back(std::move(reason));
+  }
+  // A peer that disconnects mid-frame: half a header, then the end of the stream.
+  std::vector<std::byte> half = raw_header(4, 1, 4, 0);
+  half.resize(10);
+  std::string none = co_await attack(target, std::move(half));
+  CHECK(none.empty());
+}
+
+task<receive_report> transfer_under_attack(executor* a, executor* b, network_memory* memory, transports* keep,
+                                           std::vector<std::string>* reasons) {
+  keep->sending = co_await run_on(a, start_transport({}));
+  keep->receiving = co_await run_on(b, start_transport({}));
+  std::unique_ptr<sender_side> s = co_await run_on(a, make_sender(&memory->pool(0), 4, 24, std::chrono::milliseconds(1)));
+  co_await run_on(a, serve(keep->sending.get(), s.get()));
+  std::unique_ptr<receiver_side> r = co_await run_on(b, make_receiver(&memory->pool(1), 4, 8));
+  std::vector<remote_input*> inputs;
+  co_await run_on(b, open_inputs(keep->receiving.get(), keep->sending->local_address(), r.get(), &inputs));
+  receive_report report;
+  co_await when_all(run_on(a, run_senders(s.get(), 400'000)), run_on(b, run_receiver(r.get(), &report)),
+                    attack_all(keep->sending->local_address(), reasons));
+  co_await run_on(b, wait_inputs_closed(&inputs));
+  co_await run_on(b, destroy_receiver(std::move(r)));
+  co_await run_on(a, destroy_sender(std::move(s)));
+  co_return report;
+}
+
+task<void> close_both(transports* keep, executor* a, executor* b) {
+  co_await run_on(b, close_transport(keep->receiving.get()));
+  co_await run_on(a, close_transport(keep->sending.get()));
+}
+
+task<transport_stats> stats_of(tcp_transport* t) { co_return t->stats(); }
+
+}  // namespace
+
+TEST_CASE("scenario 22: a malformed, oversized or out-of-sequence frame closes that connection only",
+          "[tcp][scenario]") {
+  transports keep;
+  engine eng({.executors = 2, .handle_signals = false});
+  network_memory memory(32 << 20, 32 << 10, 2);
+  std::vector<std::string> reasons;
+  const receive_report report =
+      eng.block_on(transfer_under_attack(&eng.at(0), &eng.at(1), &memory, &keep, &reasons));
+  const transport_stats stats = eng.block_on(run_on(&eng.at(0), stats_of(keep.sending.get())));
+  eng.block_on(close_both(&keep, &eng.at(0), &eng.at(1)));
+  eng.stop();
+
+  // The good connection carried everything while the bad ones were thrown out.
+  CHECK(report.error.empty());
+  CHECK(report.records == 400'000);
+  const std::vector<malformed_case> cases = malformed_cases();
+  REQUIRE(reasons.size() == cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    INFO(cases[i].name << ": the close frame said '" << reasons[i] << "'");
+    CHECK(reasons[i].find(cases[i].reason) != std::string::npos);
+  }
+  CHECK(stats.connections_failed == cases.size() + 1);
+  REQUIRE_FALSE(stats.recent_failures.empty());
+  CHECK(stats.recent_failures.back().find("disconnected mid-frame") != std::string::npos);
+}
