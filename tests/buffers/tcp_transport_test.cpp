@@ -259,3 +259,127 @@ TEST_CASE("scenario 22: a malformed, oversized or out-of-sequence frame closes t
   REQUIRE_FALSE(stats.recent_failures.empty());
   CHECK(stats.recent_failures.back().find("disconnected mid-frame") != std::string::npos);
 }
+
+// --- misbehaving and vanishing peers -------------------------------------------------------------
+
+namespace {
+
+// A fake sender process: accepts one connection, reads the partition request, then sends `frames`.
+task<void> fake_peer(sluice::io::tcp_listener* listener, std::vector<std::byte> frames, bool then_vanish) {
+  auto accepted = co_await listener->accept();
+  REQUIRE(accepted.ok());
+  sluice::io::tcp_stream s = std::move(accepted).value();
+  std::vector<std::byte> request(frame_header_bytes + 16);
+  auto got = co_await s.recv_exact(request);
+  REQUIRE(got.ok());
+  auto sent = co_await s.send_all(frames);
+  CHECK(sent.ok());
+  if (then_vanish) {
+    (void)co_await s.close();
+    co_return;
+  }
+  // Wait for the transport to close the connection on us.
+  std::vector<std::byte> sink(4096);
+  for (;;) {
+    auto r = co_await s.recv(sink);
+    if (!r || r.value() == 0) break;
+  }
+  (void)co_await s.close();
+}
+
+// A buffer frame holding `records` records of channel 0 (numbered from `first`), as the fixture's
+// consumer expects them.
+std::vector<std::byte> buffer_frame(std::uint64_t seq, std::uint64_t first, std::size_t records) {
+  constexpr std::size_t record_bytes = 4 + 8;
+  header_bytes h;
+  encode_header({frame_type::buffer, 0, 0, seq, static_cast<std::uint32_t>(records * record_bytes)}, h);
+  std::vector<std::byte> out(h.begin(), h.end());
+  for (std::size_t i = 0; i < records; ++i) {
+    const std::uint64_t value = record_of(0, first + i);
+    const std::size_t at = out.size();
+    out.resize(at + record_bytes);
+    const std::uint32_t length = 8;
+    std::memcpy(out.data() + at, &length, 4);
+    std::memcpy(out.data() + at + 4, &value, 8);
+  }
+  return out;
+}
+
+// One gate channel fed by the fake peer; yields the gate's failure text (empty if the channel ended
+// normally).
+task<std::string> receive_from_fake(network_memory* memory, std::vector<std::byte> frames, bool then_vanish) {
+  auto listening = sluice::io::tcp_listener::listen(address::loopback_v4());
+  REQUIRE(listening.ok());
+  sluice::io::tcp_listener listener = std::move(listening).value();
+  std::unique_ptr<tcp_transport> t = co_await start_transport({});
+  receiver_side r(memory->pool(0), 1, 0);
+  std::vector<remote_input*> inputs;
+  std::string failure;
+  co_await open_inputs(t.get(), listener.local_address(), &r, &inputs);
+  receive_report report;
+  co_await when_all(fake_peer(&listener, std::move(frames), then_vanish), run_receiver(&r, &report));
+  const bool closed = co_await inputs[0]->wait_closed();
+  CHECK(closed);
+  failure = r.gate.failure(0);
+  co_await t->close();
+  (void)co_await listener.close();
+  co_return failure;
+}
+
+task<std::string> refused_body(network_memory* memory) {
+  std::unique_ptr<tcp_transport> server = co_await start_transport({.partition_request_timeout = std::chrono::milliseconds(200)});
+  std::unique_ptr<tcp_transport> client = co_await start_transport({});
+  receiver_side r(memory->pool(0), 1, 0);
+  std::vector<remote_input*> inputs;
+  co_await open_inputs(client.get(), server->local_address(), &r, &inputs);  // partition 7 is served nowhere
+  receive_report report;
+  co_await run_receiver(&r, &report);
+  const bool closed = co_await inputs[0]->wait_closed();
+  CHECK(closed);
+  std::string failure = r.gate.failure(0);
+  co_await client->close();
+  co_await server->close();
+  co_return failure;
+}
+
+}  // namespace
+
+TEST_CASE("a buffer frame sent without credit fails the channel with the fault named", "[tcp][faults]") {
+  network_memory memory(4 << 20, 32 << 10, 1);
+  engine eng({.executors = 1, .handle_signals = false});
+  // The gate grants 2 exclusive credits; the peer sends 3 buffers.
+  std::vector<std::byte> frames;
+  for (std::uint64_t i = 0; i < 3; ++i) frames = concat(std::move(frames), buffer_frame(i, i * 10, 10));
+  const std::string failure = eng.block_on(receive_from_fake(&memory, std::move(frames), false));
+  CHECK(failure.find("no credit was granted") != std::string::npos);
+  CHECK(failure.find("127.0.0.1") != std::string::npos);
+}
+
+TEST_CASE("an event frame whose payload does not decode fails the channel", "[tcp][faults]") {
+  network_memory memory(4 << 20, 32 << 10, 1);
+  engine eng({.executors = 1, .handle_signals = false});
+  header_bytes h;
+  encode_header({frame_type::event, 0, 0, 0, 3}, h);
+  std::vector<std::byte> frames(h.begin(), h.end());
+  frames.insert(frames.end(), {std::byte{0x55}, std::byte{1}, std::byte{2}});
+  const std::string failure = eng.block_on(receive_from_fake(&memory, std::move(frames), false));
+  CHECK(failure.find("does not decode") != std::string::npos);
+}
+
+TEST_CASE("a peer that vanishes mid-frame fails its channels with the cause", "[tcp][faults]") {
+  network_memory memory(4 << 20, 32 << 10, 1);
+  engine eng({.executors = 1, .handle_signals = false});
+  std::vector<std::byte> frames = buffer_frame(0, 0, 100);
+  frames.resize(frames.size() - 500);  // half the payload, then the peer is gone
+  const std::string failure = eng.block_on(receive_from_fake(&memory, std::move(frames), true));
+  CHECK(failure.find("mid-frame") != std::string::npos);
+  CHECK(failure.find("connection to 127.0.0.1") != std::string::npos);
+}
+
+TEST_CASE("a partition request for a partition served nowhere is refused after the timeout", "[tcp][faults]") {
+  network_memory memory(4 << 20, 32 << 10, 1);
+  engine eng({.executors = 1, .handle_signals = false});
+  const std::string failure = eng.block_on(refused_body(&memory));
+  CHECK(failure.find("refused channel") != std::string::npos);
+  CHECK(failure.find("partition 7") != std::string::npos);
+}
