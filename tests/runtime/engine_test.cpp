@@ -1,6 +1,7 @@
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/io_awaitable.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/run_on.hpp>
 #include <sluice/runtime/timer.hpp>
 
 #include <support/fd_count.hpp>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <thread>
 
 using namespace sluice::runtime;
@@ -166,4 +168,32 @@ TEST_CASE("an executor whose ring is full of long-lived operations is still woke
   }  // and 50 cancels get through a 16-entry CQ at shutdown
   ::close(fds[0]);
   ::close(fds[1]);
+}
+
+namespace {
+sluice::runtime::task<int> where_am_i(sluice::runtime::engine* e) {
+  co_return e->at(1).is_current() ? 1 : 0;
+}
+sluice::runtime::task<int> fails_there() {
+  throw std::runtime_error("failed on the other executor");
+  co_return 0;
+}
+sluice::runtime::task<void> run_on_body(sluice::runtime::engine* e) {
+  const int there = co_await sluice::runtime::run_on(&e->at(1), where_am_i(e));
+  CHECK(there == 1);
+  CHECK(e->at(0).is_current());
+  bool caught = false;
+  try {
+    (void)co_await sluice::runtime::run_on(&e->at(1), fails_there());
+  } catch (const std::runtime_error&) {
+    caught = true;
+  }
+  CHECK(caught);
+  CHECK(e->at(0).is_current());  // a failure comes home too
+}
+}  // namespace
+
+TEST_CASE("run_on runs a task on another executor and comes back, also when it fails", "[engine]") {
+  sluice::runtime::engine e({.executors = 2, .handle_signals = false});
+  e.block_on(run_on_body(&e));
 }
