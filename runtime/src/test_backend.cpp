@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,6 +90,8 @@ std::int32_t test_backend::run_syscall(io_op& op, std::uint32_t len) {
     case op_code::shutdown: return result(::shutdown(op.fd, static_cast<int>(op.flags)));
     case op_code::timeout: return -ETIME;
     case op_code::cancel: return -EINVAL;
+    case op_code::mkdirat: return result(::mkdirat(op.fd, op.path, static_cast<mode_t>(op.mode)));
+    case op_code::unlinkat: return result(::unlinkat(op.fd, op.path, static_cast<int>(op.flags)));
   }
   return -EINVAL;
 }

@@ -43,6 +43,8 @@ const char* to_string(op_code code) noexcept {
     case op_code::shutdown: return "shutdown";
     case op_code::timeout: return "timeout";
     case op_code::cancel: return "cancel";
+    case op_code::mkdirat: return "mkdir";
+    case op_code::unlinkat: return "unlink";
   }
   return "unknown";
 }
@@ -199,6 +201,8 @@ class uring_backend final : public io_backend {
         break;
       }
       case op_code::cancel: io_uring_prep_cancel(sqe, op.target, 0); break;
+      case op_code::mkdirat: io_uring_prep_mkdirat(sqe, op.fd, op.path, op.mode); break;
+      case op_code::unlinkat: io_uring_prep_unlinkat(sqe, op.fd, op.path, static_cast<int>(op.flags)); break;
     }
     io_uring_sqe_set_data(sqe, &op);
     ++in_flight_;

@@ -38,7 +38,10 @@ enum class op_code : std::uint8_t {
   shutdown,   // fd, flags (SHUT_*)
   timeout,    // deadline (steady clock, absolute)
   cancel,     // target
+  mkdirat,    // fd (dir), path, mode
+  unlinkat,   // fd (dir), path, flags (AT_REMOVEDIR for a directory)
 };
+inline constexpr int op_code_count = static_cast<int>(op_code::unlinkat) + 1;
 
 const char* to_string(op_code code) noexcept;
 
@@ -51,7 +54,7 @@ struct io_op {
   std::uint32_t mode = 0;
   std::uint64_t offset = 0;
   void* buf = nullptr;                 // data buffer, or sockaddr for accept/connect
-  const char* path = nullptr;          // openat/renameat
+  const char* path = nullptr;          // openat/renameat/mkdirat/unlinkat
   const char* path2 = nullptr;         // renameat
   unsigned* addr_len = nullptr;        // accept (socklen_t*)
   io_op* target = nullptr;             // cancel

@@ -76,8 +76,8 @@ class test_backend final : public io_backend {
   std::chrono::steady_clock::time_point now_;
   bool auto_ = true;
   bool cancel_too_late_ = false;
-  std::uint64_t submitted_[16] = {};
-  std::uint64_t performed_[16] = {};
+  std::uint64_t submitted_[op_code_count] = {};
+  std::uint64_t performed_[op_code_count] = {};
 };
 
 }  // namespace sluice::runtime

@@ -1,0 +1,47 @@
+// Directory-entry operations through the ring (see fs.hpp): each is one backend op.
+
+#include <sluice/io/fs.hpp>
+
+#include "fd_ops.hpp"
+
+#include <fcntl.h>
+
+namespace sluice::io {
+
+using runtime::io_op;
+using runtime::op_code;
+using runtime::submit_op;
+
+namespace {
+
+std::string quoted(const char* op, const std::string& path) { return std::string(op) + " '" + path + "'"; }
+
+}  // namespace
+
+runtime::task<result<void>> make_directory(std::string path, unsigned mode) {
+  io_op op = detail::make_op(op_code::mkdirat, AT_FDCWD);
+  op.path = path.c_str();
+  op.mode = mode;
+  const std::int32_t rc = co_await submit_op(op);
+  if (rc < 0) co_return error::from_errno(-rc, quoted("mkdir", path));
+  co_return success();
+}
+
+runtime::task<result<void>> remove(std::string path) {
+  io_op op = detail::make_op(op_code::unlinkat, AT_FDCWD);
+  op.path = path.c_str();
+  const std::int32_t rc = co_await submit_op(op);
+  if (rc < 0) co_return error::from_errno(-rc, quoted("unlink", path));
+  co_return success();
+}
+
+runtime::task<result<void>> remove_directory(std::string path) {
+  io_op op = detail::make_op(op_code::unlinkat, AT_FDCWD);
+  op.path = path.c_str();
+  op.flags = AT_REMOVEDIR;
+  const std::int32_t rc = co_await submit_op(op);
+  if (rc < 0) co_return error::from_errno(-rc, quoted("rmdir", path));
+  co_return success();
+}
+
+}  // namespace sluice::io

@@ -1,0 +1,140 @@
+#pragma once
+// Checkpoint storage: where completed checkpoints live on disk, how one is committed, which are
+// kept, and which one recovery takes.
+//
+// Layout: <root>/chk-<id>/ holds one state file per task (`task-<t>.state`, state_file.hpp) and
+// `_manifest` (manifest.hpp), which lists every file with its size and CRC32C.
+//
+// Commit protocol (DESIGN.md invariant 7): a checkpoint exists only once its manifest is durable.
+//   1. create_checkpoint_dir(id): mkdir <root>/chk-<id> (an io_uring op).
+//   2. The channel-state writer writes and fsyncs every task's state file.
+//   3. commit_manifest(m): write _manifest.tmp, fsync it, close it, rename it to _manifest, fsync
+//      chk-<id>/ (the rename), fsync <root>/ (the chk-<id> entry itself). On any failure the
+//      temporary or renamed manifest is removed (best effort) and the error names the step and file.
+//      commit_verified() first builds each file's entry by reading it back and validating it end to
+//      end (describe_state_file), so a commit never vouches for bytes it has not checked.
+//
+// Recovery reads back: validate(id) checks the manifest (checksum, syntax, id) and every listed file
+// end to end (state file parse, size, CRC32C, byte totals). newest_valid() returns the newest valid
+// checkpoint and logs why each newer one was skipped. load(id) returns the task states themselves.
+//
+// Retention keeps the newest K committed checkpoints (a manifest that decodes), removes older ones
+// and every uncommitted directory older than the newest committed one, and never touches the
+// in-progress id. A removal unlinks `_manifest` first (so a half-removed checkpoint is never taken
+// for a committed one), then the other files, then rmdirs.
+//
+// Blocking: every file operation is an io_uring op, except directory LISTING (no io_uring op
+// exists): list(), newest_valid() and retain() list <root> once with readdir, and retain() lists a
+// removed directory only when its files are not all known from its manifest. These run at start-up,
+// from the CLI, or once per retention pass, never per written buffer.
+//
+// One object per root, used from one executor; it must outlive the tasks its methods return.
+
+#include <sluice/io/result.hpp>
+#include <sluice/runtime/task.hpp>
+#include <sluice/snapshot/checkpoint.hpp>
+#include <sluice/snapshot/manifest.hpp>
+#include <sluice/snapshot/state_file_reader.hpp>
+#include <sluice/snapshot/storage_error.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace sluice::snapshot {
+
+struct storage_options {
+  std::size_t retained_checkpoints = 3;  // K: committed checkpoints retention keeps (>= 1)
+};
+
+// One `chk-<id>` directory as list() and validate() see it.
+struct checkpoint_info {
+  checkpoint_id id = no_checkpoint;
+  std::string path;  // <root>/chk-<id>
+  bool valid = false;
+  std::error_code fault;  // when invalid: a storage_errc, or an errno from the I/O
+  std::string reason;     // when invalid: "chk-7/task-2.state: bad checksum in record 3 (...)"
+  // From the manifest, when it decodes (even if a file then fails):
+  bool has_manifest = false;
+  checkpoint_mode mode = checkpoint_mode::aligned;
+  std::uint64_t created_unix_ms = 0;
+  std::size_t tasks = 0;
+  std::uint64_t size_bytes = 0;  // all state files
+  std::uint64_t operator_state_bytes = 0;
+  std::uint64_t channel_state_bytes = 0;
+};
+
+// What newest_valid() found: the checkpoint to recover from, if any, and the newer ones skipped.
+struct recovery_choice {
+  std::optional<checkpoint_info> chosen;
+  std::vector<checkpoint_info> skipped;  // newest first, each with its reason
+};
+
+struct loaded_checkpoint {
+  checkpoint_manifest manifest;
+  std::vector<task_state> tasks;  // in manifest order
+};
+
+struct retention_report {
+  std::vector<checkpoint_id> kept;     // committed, newest first
+  std::vector<checkpoint_id> removed;  // ascending
+  std::vector<std::string> failures;   // removals that failed (left for the next pass)
+};
+
+class checkpoint_storage {
+ public:
+  explicit checkpoint_storage(std::string root, storage_options options = {});
+  checkpoint_storage(const checkpoint_storage&) = delete;
+  checkpoint_storage& operator=(const checkpoint_storage&) = delete;
+
+  const std::string& root() const noexcept { return root_; }
+  std::string checkpoint_dir(checkpoint_id id) const;                // <root>/chk-<id>
+  std::string state_file_path(checkpoint_id id, task_id task) const;  // <root>/chk-<id>/task-<t>.state
+  // "chk-<id>" when `text` is exactly that (decimal, no leading zero, above 0), else nothing.
+  static std::optional<checkpoint_id> parse_dir_name(std::string_view text) noexcept;
+
+  // mkdir <root>/chk-<id>, making <root> first if it is missing. Fails if the directory exists.
+  runtime::task<io::result<void>> create_checkpoint_dir(checkpoint_id id);
+
+  // Reads chk-<id>/task-<t>.state back, validates it end to end, and returns its manifest entry.
+  runtime::task<io::result<manifest_file>> describe_state_file(checkpoint_id id, task_id task);
+
+  // The commit protocol (see the top of this file) for a manifest whose entries the caller vouches
+  // for. created_unix_ms == 0 is replaced with the current time.
+  runtime::task<io::result<void>> commit_manifest(checkpoint_manifest manifest);
+  // Describes every task's file (read back and validated), then commits. Returns the manifest.
+  runtime::task<io::result<checkpoint_manifest>> commit_verified(checkpoint_id id, checkpoint_mode mode,
+                                                                 std::vector<task_id> tasks,
+                                                                 std::map<std::string, std::vector<std::byte>> metadata);
+
+  // One retention pass (see the top of this file). `in_progress` (or no_checkpoint) is never removed.
+  runtime::task<io::result<retention_report>> retain(checkpoint_id in_progress);
+
+  // Every chk-* directory, ascending by id, each validated end to end. Fails only if <root> cannot
+  // be listed.
+  runtime::task<io::result<std::vector<checkpoint_info>>> list();
+  // The newest checkpoint that validates end to end; logs (warn) each newer one skipped and why.
+  runtime::task<io::result<recovery_choice>> newest_valid();
+  // One checkpoint, validated end to end.
+  runtime::task<checkpoint_info> validate(checkpoint_id id);
+  // Validates checkpoint `id` and returns every task's state; the error is the first fault found.
+  runtime::task<io::result<loaded_checkpoint>> load(checkpoint_id id);
+
+ private:
+  runtime::task<io::result<checkpoint_manifest>> read_manifest(checkpoint_id id);
+  // Validates checkpoint `id` end to end; fills *info from the manifest and *keep with the states.
+  runtime::task<io::result<checkpoint_manifest>> check(checkpoint_id id, std::vector<task_state>* keep,
+                                                       checkpoint_info* info);
+  runtime::task<io::result<void>> remove_checkpoint_dir(checkpoint_id id, std::optional<checkpoint_manifest> manifest);
+  io::result<std::vector<checkpoint_id>> list_ids() const;  // blocking readdir, ascending
+  std::string label(checkpoint_id id, std::string_view name) const;  // "chk-<id>/<name>"
+
+  std::string root_;
+  storage_options options_;
+};
+
+}  // namespace sluice::snapshot

@@ -1,0 +1,70 @@
+#pragma once
+// The manifest of one checkpoint: `chk-<id>/_manifest`, the file whose durable presence makes the
+// checkpoint exist (DESIGN.md invariant 7). A versioned text format, readable with `cat`:
+//
+//   sluice-manifest 1
+//   checkpoint 7
+//   mode unaligned
+//   created_unix_ms 1712000000000
+//   tasks 2
+//   file task-0.state 4096 1a2b3c4d 120 3900        name size_bytes crc32c(hex) operator_state_bytes channel_state_bytes
+//   file task-1.state 2048 99aa00ff 64 1900
+//   metadata 1
+//   meta job.name 77696e646f77                       key, then the value's bytes in hex
+//   end 5e6f7a81                                     CRC32C (hex) of every byte before this line
+//
+// Every line ends with '\n'; lines come in exactly this order; nothing follows the end line. Numbers
+// are decimal, CRCs 8 lowercase hex digits. File names are plain names (no '/', not starting with
+// '.' or '_'), so a damaged manifest cannot point outside its directory. Job metadata is an opaque,
+// extensible key/value block for whatever a resumed job needs beyond operator state (source offsets
+// live in operator state).
+
+#include <sluice/io/result.hpp>
+#include <sluice/snapshot/checkpoint.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice::snapshot {
+
+inline constexpr std::uint32_t manifest_version = 1;
+inline constexpr std::size_t max_manifest_bytes = 16u * 1024 * 1024;
+inline constexpr std::size_t max_manifest_name_bytes = 255;
+inline constexpr std::string_view manifest_file_name = "_manifest";
+inline constexpr std::string_view manifest_temp_file_name = "_manifest.tmp";
+
+struct manifest_file {
+  std::string name;  // "task-2.state"
+  std::uint64_t size_bytes = 0;
+  std::uint32_t crc32c = 0;  // of the whole file
+  std::uint64_t operator_state_bytes = 0;
+  std::uint64_t channel_state_bytes = 0;
+  friend bool operator==(const manifest_file&, const manifest_file&) = default;
+};
+
+struct checkpoint_manifest {
+  checkpoint_id checkpoint = no_checkpoint;
+  checkpoint_mode mode = checkpoint_mode::aligned;
+  std::uint64_t created_unix_ms = 0;
+  std::vector<manifest_file> files;
+  std::map<std::string, std::vector<std::byte>> metadata;
+  friend bool operator==(const checkpoint_manifest&, const checkpoint_manifest&) = default;
+};
+
+// A plain file name: 1..255 bytes of [A-Za-z0-9._-], not starting with '.' or '_'.
+bool is_valid_file_name(std::string_view name) noexcept;
+// A metadata key: 1..255 bytes of [A-Za-z0-9._-].
+bool is_valid_metadata_key(std::string_view key) noexcept;
+
+// The manifest's text. File names and keys must be valid (asserted); the caller checks first.
+std::string encode_manifest(const checkpoint_manifest& manifest);
+
+// Parses and checks a manifest; errors (code storage_errc::bad_manifest) start with `label`:
+// "chk-7/_manifest: bad checksum (the end line says 1a2b3c4d, the content has 5e6f7a81)".
+io::result<checkpoint_manifest> decode_manifest(std::string_view text, std::string_view label);
+
+}  // namespace sluice::snapshot

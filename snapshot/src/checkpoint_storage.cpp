@@ -1,0 +1,372 @@
+// Checkpoint storage (see checkpoint_storage.hpp): the commit protocol, validation and recovery
+// selection. Retention lives in retention.cpp.
+
+#include <sluice/io/file.hpp>
+#include <sluice/io/fs.hpp>
+#include <sluice/runtime/log.hpp>
+#include <sluice/snapshot/checkpoint_storage.hpp>
+
+#include "directory_listing.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <charconv>
+#include <set>
+#include <chrono>
+#include <span>
+#include <utility>
+
+namespace sluice::snapshot {
+
+namespace {
+
+io::error with_code(storage_errc code, std::string message) { return io::error(make_error_code(code), std::move(message)); }
+
+io::error prefixed(std::string_view prefix, const io::error& e) {
+  return io::error(e.code(), fmt::format("{}: {}", prefix, e.message()));
+}
+
+bool is_enoent(const io::error& e) noexcept { return e.code() == std::errc::no_such_file_or_directory; }
+
+std::optional<std::uint64_t> parse_id(std::string_view digits) noexcept {
+  std::uint64_t v = 0;
+  if (digits.empty() || digits[0] == '0') return std::nullopt;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
+  return v;
+}
+
+// The task a file named "task-<t>.state" holds; nothing for another name.
+std::optional<task_id> task_of_file_name(std::string_view name) noexcept {
+  constexpr std::string_view prefix = "task-";
+  constexpr std::string_view suffix = ".state";
+  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) return {};
+  const auto digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits == "0") return task_id{0};
+  const auto v = parse_id(digits);
+  if (!v || *v > 0xFFFF'FFFFu) return {};
+  return static_cast<task_id>(*v);
+}
+
+// Validates one state file, keeping its payloads in *keep when given. A missing file is
+// storage_errc::missing_file.
+runtime::task<io::result<state_file_summary>> check_file(std::string path, std::string label,
+                                                         state_file_expectation expect, std::vector<task_state>* keep) {
+  std::optional<io::error> failed;
+  state_file_summary summary;
+  if (keep != nullptr) {
+    auto state = co_await read_state_file(path, label, expect);
+    if (state) {
+      summary = state->summary;
+      keep->push_back(std::move(state).value());
+    } else {
+      failed = std::move(state).error();
+    }
+  } else {
+    auto checked = co_await validate_state_file(path, label, expect);
+    if (checked) summary = *checked; else failed = std::move(checked).error();
+  }
+  if (failed && is_enoent(*failed)) {
+    co_return with_code(storage_errc::missing_file,
+                        fmt::format("{}: missing state file: open '{}': {}", label, path, failed->code().message()));
+  }
+  if (failed) co_return std::move(*failed);
+  co_return summary;
+}
+
+// Writes `text` to a new `path` and makes its bytes durable: open, write, fsync, close.
+runtime::task<io::result<void>> write_durably(std::string path, std::string text) {
+  auto opened = co_await io::file::open(path, io::open_options::create_or_truncate());
+  if (!opened) co_return std::move(opened).error();
+  io::file f = std::move(opened).value();
+  auto written = co_await f.write_all(std::as_bytes(std::span<const char>(text.data(), text.size())), 0);
+  if (!written) {
+    auto closed = co_await f.close();
+    (void)closed;  // the write's error is the one to report
+    co_return written;
+  }
+  auto synced = co_await f.fsync();
+  if (!synced) {
+    auto closed = co_await f.close();
+    (void)closed;
+    co_return synced;
+  }
+  co_return co_await f.close();
+}
+
+std::uint64_t now_unix_ms() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+}  // namespace
+
+checkpoint_storage::checkpoint_storage(std::string root, storage_options options)
+    : root_(std::move(root)), options_(options) {
+  assert(!root_.empty());
+  assert(options_.retained_checkpoints >= 1);
+  while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+}
+
+std::string checkpoint_storage::checkpoint_dir(checkpoint_id id) const { return fmt::format("{}/chk-{}", root_, id); }
+
+std::string checkpoint_storage::state_file_path(checkpoint_id id, task_id task) const {
+  return fmt::format("{}/{}", checkpoint_dir(id), state_file_name(task));
+}
+
+std::string checkpoint_storage::label(checkpoint_id id, std::string_view name) const {
+  return fmt::format("chk-{}/{}", id, name);
+}
+
+std::optional<checkpoint_id> checkpoint_storage::parse_dir_name(std::string_view text) noexcept {
+  if (!text.starts_with("chk-")) return std::nullopt;
+  return parse_id(text.substr(4));
+}
+
+io::result<std::vector<checkpoint_id>> checkpoint_storage::list_ids() const {
+  auto names = detail::list_directory_blocking(root_);
+  if (!names) {
+    if (is_enoent(names.error())) return std::vector<checkpoint_id>{};  // nothing was ever stored
+    return std::move(names).error();
+  }
+  std::vector<checkpoint_id> ids;
+  for (const auto& name : *names) {
+    if (auto id = parse_dir_name(name)) ids.push_back(*id);
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+runtime::task<io::result<void>> checkpoint_storage::create_checkpoint_dir(checkpoint_id id) {
+  assert(id != no_checkpoint);
+  auto made = co_await io::make_directory(checkpoint_dir(id));
+  if (made || !is_enoent(made.error())) co_return made;
+  auto root_made = co_await io::make_directory(root_);  // the first checkpoint under a new root
+  if (!root_made && root_made.error().code() != std::errc::file_exists) co_return root_made;
+  co_return co_await io::make_directory(checkpoint_dir(id));
+}
+
+runtime::task<io::result<manifest_file>> checkpoint_storage::describe_state_file(checkpoint_id id, task_id task) {
+  const std::string name = state_file_name(task);
+  auto summary = co_await check_file(state_file_path(id, task), label(id, name), {.checkpoint = id, .task = task}, nullptr);
+  if (!summary) co_return std::move(summary).error();
+  co_return manifest_file{name, summary->size_bytes, summary->crc32c, summary->operator_state_bytes,
+                          summary->channel_state_bytes};
+}
+
+runtime::task<io::result<void>> checkpoint_storage::commit_manifest(checkpoint_manifest manifest) {
+  const checkpoint_id id = manifest.checkpoint;
+  const std::string what = fmt::format("commit checkpoint {}", id);
+  if (id == no_checkpoint) {
+    co_return io::error(std::make_error_code(std::errc::invalid_argument), what + ": checkpoint id 0");
+  }
+  for (const auto& f : manifest.files) {
+    if (!is_valid_file_name(f.name)) {
+      co_return io::error(std::make_error_code(std::errc::invalid_argument),
+                          fmt::format("{}: invalid file name '{}'", what, f.name));
+    }
+  }
+  for (const auto& entry : manifest.metadata) {
+    if (!is_valid_metadata_key(entry.first)) {
+      co_return io::error(std::make_error_code(std::errc::invalid_argument),
+                          fmt::format("{}: invalid metadata key '{}'", what, entry.first));
+    }
+  }
+  if (manifest.created_unix_ms == 0) manifest.created_unix_ms = now_unix_ms();
+  const std::string dir = checkpoint_dir(id);
+  const std::string temp = fmt::format("{}/{}", dir, manifest_temp_file_name);
+  const std::string final_path = fmt::format("{}/{}", dir, manifest_file_name);
+
+  // 1. The temporary manifest, durable.
+  auto written = co_await write_durably(temp, encode_manifest(manifest));
+  if (!written) {
+    auto removed = co_await io::remove(temp);
+    (void)removed;  // best effort: a stray temp file never makes a checkpoint exist
+    co_return prefixed(what, written.error());
+  }
+  // 2. Atomically in place: from here on the checkpoint exists once the directory is durable.
+  auto renamed = co_await io::rename(temp, final_path);
+  if (!renamed) {
+    auto removed = co_await io::remove(temp);
+    (void)removed;
+    co_return prefixed(what, renamed.error());
+  }
+  // 3. The rename, durable; then the chk-<id> entry in the root.
+  auto dir_synced = co_await io::fsync_directory(dir);
+  std::optional<io::error> failed;
+  if (!dir_synced) {
+    failed = dir_synced.error();
+  } else {
+    auto root_synced = co_await io::fsync_directory(root_);
+    if (!root_synced) failed = root_synced.error();
+  }
+  if (failed) {
+    // Not known durable, so not committed: take the manifest back rather than let a later
+    // recovery find a checkpoint the coordinator was told had failed.
+    auto removed = co_await io::remove(final_path);
+    (void)removed;
+    co_return prefixed(what, *failed);
+  }
+  co_return io::success();
+}
+
+runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::commit_verified(
+    checkpoint_id id, checkpoint_mode mode, std::vector<task_id> tasks,
+    std::map<std::string, std::vector<std::byte>> metadata) {
+  checkpoint_manifest manifest;
+  manifest.checkpoint = id;
+  manifest.mode = mode;
+  manifest.created_unix_ms = now_unix_ms();  // here, so the manifest returned is the one on disk
+  manifest.metadata = std::move(metadata);
+  for (const task_id task : tasks) {
+    auto entry = co_await describe_state_file(id, task);
+    if (!entry) co_return prefixed(fmt::format("commit checkpoint {}", id), entry.error());
+    manifest.files.push_back(std::move(entry).value());
+  }
+  auto committed = co_await commit_manifest(manifest);
+  if (!committed) co_return std::move(committed).error();
+  co_return manifest;
+}
+
+runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::read_manifest(checkpoint_id id) {
+  const std::string path = fmt::format("{}/{}", checkpoint_dir(id), manifest_file_name);
+  const std::string manifest_label = label(id, manifest_file_name);
+  auto opened = co_await io::file::open(path, io::open_options::read_only());
+  if (!opened) {
+    if (is_enoent(opened.error())) {
+      co_return with_code(storage_errc::missing_manifest,
+                          fmt::format("open checkpoint manifest '{}': {} (never committed: aborted, or still being "
+                                      "written)",
+                                      path, opened.error().code().message()));
+    }
+    co_return io::error(opened.error().code(),
+                        fmt::format("open checkpoint manifest '{}': {}", path, opened.error().code().message()));
+  }
+  io::file f = std::move(opened).value();
+  auto size = f.size();
+  std::optional<io::error> failed;
+  std::string text;
+  if (!size) {
+    failed = size.error();
+  } else if (*size > max_manifest_bytes) {
+    failed = with_code(storage_errc::bad_manifest, fmt::format("{}: {} bytes, above the limit {}", manifest_label,
+                                                               *size, max_manifest_bytes));
+  } else {
+    text.resize(*size);
+    auto got = co_await f.read_full(std::as_writable_bytes(std::span<char>(text.data(), text.size())), 0);
+    if (got) text.resize(*got); else failed = got.error();
+  }
+  auto closed = co_await f.close();
+  (void)closed;  // a read-only close failing loses nothing
+  if (failed) co_return std::move(*failed);
+  auto manifest = decode_manifest(text, manifest_label);
+  if (!manifest) co_return std::move(manifest).error();
+  if (manifest->checkpoint != id) {
+    co_return with_code(storage_errc::bad_manifest,
+                        fmt::format("{}: names checkpoint {} (expected {})", manifest_label, manifest->checkpoint, id));
+  }
+  co_return manifest;
+}
+
+runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpoint_id id, std::vector<task_state>* keep,
+                                                                       checkpoint_info* info) {
+  auto manifest = co_await read_manifest(id);
+  if (!manifest) co_return std::move(manifest).error();
+  if (info != nullptr) {
+    info->has_manifest = true;
+    info->mode = manifest->mode;
+    info->created_unix_ms = manifest->created_unix_ms;
+    info->tasks = manifest->files.size();
+    for (const auto& f : manifest->files) {
+      info->size_bytes += f.size_bytes;
+      info->operator_state_bytes += f.operator_state_bytes;
+      info->channel_state_bytes += f.channel_state_bytes;
+    }
+  }
+  std::set<task_id> tasks_seen;
+  for (const auto& f : manifest->files) {
+    const std::string file_label = label(id, f.name);
+    const std::optional<task_id> task = task_of_file_name(f.name);
+    auto summary = co_await check_file(fmt::format("{}/{}", checkpoint_dir(id), f.name), file_label,
+                                       {.checkpoint = id, .task = task}, keep);
+    if (!summary) co_return std::move(summary).error();
+    if (summary->size_bytes != f.size_bytes) {
+      co_return with_code(storage_errc::size_mismatch,
+                          fmt::format("{}: size mismatch: the manifest says {} bytes, the file has {}", file_label,
+                                      f.size_bytes, summary->size_bytes));
+    }
+    if (summary->crc32c != f.crc32c) {
+      co_return with_code(storage_errc::bad_checksum,
+                          fmt::format("{}: bad checksum: the manifest says CRC32C {:08x}, the file has {:08x}",
+                                      file_label, f.crc32c, summary->crc32c));
+    }
+    if (summary->operator_state_bytes != f.operator_state_bytes ||
+        summary->channel_state_bytes != f.channel_state_bytes) {
+      co_return with_code(storage_errc::bad_manifest,
+                          fmt::format("{}: the manifest says {} operator state and {} channel state bytes, the file "
+                                      "holds {} and {}",
+                                      file_label, f.operator_state_bytes, f.channel_state_bytes,
+                                      summary->operator_state_bytes, summary->channel_state_bytes));
+    }
+    if (!tasks_seen.insert(summary->task).second) {
+      co_return with_code(storage_errc::bad_manifest,
+                          fmt::format("{}: task {} has another state file in this checkpoint", file_label, summary->task));
+    }
+  }
+  co_return manifest;
+}
+
+runtime::task<checkpoint_info> checkpoint_storage::validate(checkpoint_id id) {
+  checkpoint_info info;
+  info.id = id;
+  info.path = checkpoint_dir(id);
+  auto checked = co_await check(id, nullptr, &info);
+  info.valid = checked.ok();
+  if (!checked) {
+    info.fault = checked.error().code();
+    info.reason = checked.error().message();
+  }
+  co_return info;
+}
+
+runtime::task<io::result<loaded_checkpoint>> checkpoint_storage::load(checkpoint_id id) {
+  loaded_checkpoint loaded;
+  auto checked = co_await check(id, &loaded.tasks, nullptr);
+  if (!checked) co_return std::move(checked).error();
+  loaded.manifest = std::move(checked).value();
+  co_return loaded;
+}
+
+runtime::task<io::result<std::vector<checkpoint_info>>> checkpoint_storage::list() {
+  auto ids = list_ids();
+  if (!ids) co_return std::move(ids).error();
+  std::vector<checkpoint_info> infos;
+  for (const checkpoint_id id : *ids) infos.push_back(co_await validate(id));
+  co_return infos;
+}
+
+runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid() {
+  auto ids = list_ids();
+  if (!ids) co_return std::move(ids).error();
+  recovery_choice choice;
+  for (auto it = ids->rbegin(); it != ids->rend(); ++it) {
+    checkpoint_info info = co_await validate(*it);
+    if (info.valid) {
+      runtime::log::info("recovery: checkpoint {} validates end to end ({} tasks)", info.id, info.tasks);
+      choice.chosen = std::move(info);
+      break;
+    }
+    runtime::log::warn("recovery: skipping checkpoint {} ({}): {}", info.id, fault_name(info.fault), info.reason);
+    choice.skipped.push_back(std::move(info));
+  }
+  if (!choice.chosen && !ids->empty()) {
+    runtime::log::warn("recovery: none of the {} checkpoints under '{}' is valid", ids->size(), root_);
+  }
+  co_return choice;
+}
+
+}  // namespace sluice::snapshot

@@ -1,0 +1,111 @@
+// Retention (see checkpoint_storage.hpp): which checkpoint directories a pass keeps, and how one is
+// removed.
+//
+// A pass lists <root> once (blocking readdir), then reads the manifest of every directory (small
+// text files, io_uring reads). "Committed" means the manifest decodes: a pass does
+// not re-read the data files (that is recovery's job), so it stays cheap enough to run after every
+// checkpoint. Decisions:
+//   - committed, newest K: kept;            - committed, older: removed;
+//   - uncommitted, older than the newest committed: removed (aborted, or left by a crash);
+//   - uncommitted, newer: kept (its writer may still be running); - `in_progress`: never touched.
+
+#include <sluice/io/fs.hpp>
+#include <sluice/runtime/log.hpp>
+#include <sluice/snapshot/checkpoint_storage.hpp>
+
+#include "directory_listing.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace sluice::snapshot {
+
+namespace {
+
+bool is_enoent(const io::error& e) noexcept { return e.code() == std::errc::no_such_file_or_directory; }
+
+// Unlinks `dir`/`name` for each name, `_manifest` first; a file already gone is fine.
+runtime::task<io::result<void>> remove_files(std::string dir, std::vector<std::string> names) {
+  std::stable_partition(names.begin(), names.end(), [](const std::string& n) { return n == manifest_file_name; });
+  for (const auto& name : names) {
+    auto removed = co_await io::remove(fmt::format("{}/{}", dir, name));
+    if (!removed && !is_enoent(removed.error())) co_return removed;
+  }
+  co_return io::success();
+}
+
+}  // namespace
+
+runtime::task<io::result<void>> checkpoint_storage::remove_checkpoint_dir(checkpoint_id id,
+                                                                          std::optional<checkpoint_manifest> manifest) {
+  const std::string dir = checkpoint_dir(id);
+  if (manifest) {
+    // Every file is known from the manifest: no listing needed unless something else is in there.
+    std::vector<std::string> names{std::string(manifest_file_name), std::string(manifest_temp_file_name)};
+    for (const auto& f : manifest->files) names.push_back(f.name);
+    auto removed = co_await remove_files(dir, std::move(names));
+    if (!removed) co_return removed;
+    auto gone = co_await io::remove_directory(dir);
+    if (gone || gone.error().code() != std::errc::directory_not_empty) co_return gone;
+    runtime::log::debug("retention: chk-{} holds files its manifest does not list; listing it", id);
+  }
+  auto listed = detail::list_directory_blocking(dir);
+  if (!listed) co_return std::move(listed).error();
+  auto removed = co_await remove_files(dir, std::move(listed).value());
+  if (!removed) co_return removed;
+  co_return co_await io::remove_directory(dir);
+}
+
+runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoint_id in_progress) {
+  auto ids = list_ids();
+  if (!ids) co_return std::move(ids).error();
+
+  // Which directories hold a committed checkpoint (the manifests, for removal without a listing).
+  // The in-progress one is read too: once committed it counts toward K (it is never removed).
+  std::map<checkpoint_id, checkpoint_manifest> committed;
+  std::vector<checkpoint_id> uncommitted;
+  for (const checkpoint_id id : *ids) {
+    auto manifest = co_await read_manifest(id);
+    if (manifest) {
+      committed.emplace(id, std::move(manifest).value());
+    } else if (id != in_progress) {
+      uncommitted.push_back(id);
+    }
+  }
+  std::vector<checkpoint_id> newest_first;
+  for (const auto& entry : committed) newest_first.push_back(entry.first);
+  std::reverse(newest_first.begin(), newest_first.end());
+
+  retention_report report;
+  std::vector<checkpoint_id> doomed;
+  for (std::size_t i = 0; i < newest_first.size(); ++i) {
+    if (i < options_.retained_checkpoints) {
+      report.kept.push_back(newest_first[i]);
+    } else if (newest_first[i] != in_progress) {
+      doomed.push_back(newest_first[i]);
+    }
+  }
+  if (!newest_first.empty()) {
+    for (const checkpoint_id id : uncommitted) {
+      if (id < newest_first.front()) doomed.push_back(id);
+    }
+  }
+  std::sort(doomed.begin(), doomed.end());
+
+  for (const checkpoint_id id : doomed) {
+    std::optional<checkpoint_manifest> manifest;
+    if (auto it = committed.find(id); it != committed.end()) manifest = std::move(it->second);
+    auto removed = co_await remove_checkpoint_dir(id, std::move(manifest));
+    if (removed) {
+      report.removed.push_back(id);
+    } else {
+      runtime::log::warn("retention: could not remove chk-{}: {}", id, removed.error().message());
+      report.failures.push_back(removed.error().message());
+    }
+  }
+  co_return report;
+}
+
+}  // namespace sluice::snapshot

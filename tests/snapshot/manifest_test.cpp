@@ -1,0 +1,90 @@
+#include <sluice/buffers/crc32c.hpp>
+#include <sluice/snapshot/manifest.hpp>
+#include <sluice/snapshot/storage_error.hpp>
+
+#include <support/state_files.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <span>
+#include <string>
+
+using namespace sluice::snapshot;
+
+namespace {
+
+checkpoint_manifest sample_manifest() {
+  checkpoint_manifest m;
+  m.checkpoint = 7;
+  m.mode = checkpoint_mode::unaligned;
+  m.created_unix_ms = 1712000000000;
+  m.files.push_back({"task-0.state", 4096, 0x1a2b3c4d, 120, 3900});
+  m.files.push_back({"task-1.state", 2048, 0x99aa00ff, 64, 1900});
+  m.metadata["job.name"] = sluice::test::bytes_of("window");
+  m.metadata["empty"] = {};
+  return m;
+}
+
+// `body` (every line but the end line) sealed with a correct end line.
+std::string sealed(const std::string& body) {
+  const auto crc = sluice::buffers::crc32c(std::as_bytes(std::span<const char>(body.data(), body.size())));
+  return body + fmt::format("end {:08x}\n", crc);
+}
+
+std::string error_of(std::string_view text) {
+  auto r = decode_manifest(text, "chk-7/_manifest");
+  return r.ok() ? "" : r.error().message();
+}
+
+}  // namespace
+
+TEST_CASE("a manifest round-trips through its text form, which reads as documented") {
+  const auto m = sample_manifest();
+  const std::string text = encode_manifest(m);
+  CHECK(text.rfind("sluice-manifest 1\ncheckpoint 7\nmode unaligned\ncreated_unix_ms 1712000000000\ntasks 2\n"
+                   "file task-0.state 4096 1a2b3c4d 120 3900\nfile task-1.state 2048 99aa00ff 64 1900\n"
+                   "metadata 2\nmeta empty \nmeta job.name 77696e646f77\nend ",
+                   0) == 0);
+  auto back = decode_manifest(text, "m");
+  REQUIRE(back.ok());
+  CHECK(back.value() == m);
+}
+
+TEST_CASE("a manifest with any byte changed fails its checksum") {
+  std::string text = encode_manifest(sample_manifest());
+  text[text.find("4096")] = '5';
+  auto r = decode_manifest(text, "chk-7/_manifest");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == storage_errc::bad_manifest);
+  CHECK(r.error().message().rfind("chk-7/_manifest: bad checksum (the end line says ", 0) == 0);
+}
+
+TEST_CASE("a manifest cut short is missing its end line") {
+  const std::string text = encode_manifest(sample_manifest());
+  for (std::size_t cut = 0; cut < text.size(); ++cut) {
+    REQUIRE_FALSE(decode_manifest(text.substr(0, cut), "m").ok());
+  }
+  CHECK(error_of(text.substr(0, text.size() - 1)) == "chk-7/_manifest: missing end line (the manifest is cut short)");
+  CHECK(error_of(text + "x\n") == "chk-7/_manifest: missing end line (the manifest is cut short)");
+  CHECK(error_of("") == "chk-7/_manifest: missing end line (the manifest is cut short)");
+}
+
+TEST_CASE("a manifest with a correct checksum but a malformed line names the line") {
+  CHECK(error_of(sealed("sluice-manifest 2\n")) ==
+        "chk-7/_manifest: line 1: unsupported manifest version 2 (this build reads 1)");
+  CHECK(error_of(sealed("sluice-manifest 1\ncheckpoint 0\n")) ==
+        "chk-7/_manifest: line 2: expected 'checkpoint <id>' with an id above 0");
+  CHECK(error_of(sealed("sluice-manifest 1\ncheckpoint 7\nmode sideways\n")) ==
+        "chk-7/_manifest: line 3: expected 'mode <aligned|unaligned|aligned-timeout|at-least-once>'");
+  const std::string head = "sluice-manifest 1\ncheckpoint 7\nmode aligned\ncreated_unix_ms 5\n";
+  CHECK(error_of(sealed(head + "tasks 1\nfile ../etc/passwd 1 00000000 0 0\nmetadata 0\n")) ==
+        "chk-7/_manifest: line 6: invalid file name '../etc/passwd'");
+  CHECK(error_of(sealed(head + "tasks 2\nfile a 1 00000000 0 0\n")) ==
+        "chk-7/_manifest: line 7: expected 'file <name> <size_bytes> <crc32c> <operator_state_bytes> "
+        "<channel_state_bytes>'");
+  CHECK(error_of(sealed(head + "tasks 0\nmetadata 0\nextra\n")) ==
+        "chk-7/_manifest: line 7: unexpected line before the end line");
+  CHECK(decode_manifest(sealed(head + "tasks 0\nmetadata 0\n"), "m").ok());
+}
