@@ -9,6 +9,10 @@
 
 namespace sluice::buffers {
 
+namespace {
+constexpr std::chrono::microseconds yield_interval{200};
+}  // namespace
+
 bool is_end_of_partition(const buffer_view& event) noexcept {
   return event.valid() && event.kind() == buffer_kind::event && event.size() == 1 &&
          event.data()[0] == end_of_partition_tag;
@@ -71,8 +75,15 @@ runtime::task<bool> result_partition::emit_bytes(std::span<const std::byte> reco
 }
 
 runtime::task<bool> result_partition::emit_pending(std::size_t subpartition) {
+  fast_budget_ = fast_path_run;
   const bool written = co_await copy_record(subpartition);
   emitting_ = false;
+  // A producer that never waits for a buffer would starve the senders and the flusher of its
+  // executor: give them a turn every yield_interval.
+  if (const auto now = owner_->now(); now >= next_yield_) {
+    next_yield_ = now + yield_interval;
+    co_await runtime::yield();
+  }
   co_return written;
 }
 

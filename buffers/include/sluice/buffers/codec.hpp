@@ -20,6 +20,7 @@
 // codec<T> for anything else. Decoding never trusts a length: it is checked against the bytes left.
 
 #include <bit>
+#include <cassert>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -40,23 +41,35 @@ class decode_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Appends to a growable byte vector (the serializer's scratch).
+// Appends to a growable byte vector (the serializer's scratch), or writes into a fixed span whose
+// size the caller has checked against encoded_size() (the partition's fast path).
 class byte_writer {
  public:
   explicit byte_writer(std::vector<std::byte>& out) noexcept : out_(&out) {}
+  explicit byte_writer(std::span<std::byte> fixed) noexcept : fixed_(fixed.data()), fixed_left_(fixed.size()) {}
   // resize + memcpy rather than vector::insert: GCC 12 at -O3 reports a false -Wstringop-overflow
   // for insert of a span into a vector.
   void write(std::span<const std::byte> bytes) {
     if (bytes.empty()) return;
+    if (out_ == nullptr) {
+      assert(bytes.size() <= fixed_left_ && "codec wrote more than its encoded_size()");
+      std::memcpy(fixed_ + fixed_written_, bytes.data(), bytes.size());
+      fixed_written_ += bytes.size();
+      fixed_left_ -= bytes.size();
+      return;
+    }
     const std::size_t at = out_->size();
     out_->resize(at + bytes.size());
     std::memcpy(out_->data() + at, bytes.data(), bytes.size());
   }
   void write(const void* p, std::size_t n) { write({static_cast<const std::byte*>(p), n}); }
-  std::size_t written() const noexcept { return out_->size(); }
+  std::size_t written() const noexcept { return out_ != nullptr ? out_->size() : fixed_written_; }
 
  private:
-  std::vector<std::byte>* out_;
+  std::vector<std::byte>* out_ = nullptr;
+  std::byte* fixed_ = nullptr;
+  std::size_t fixed_left_ = 0;
+  std::size_t fixed_written_ = 0;
 };
 
 // Reads from a byte span, checking every read against what is left.

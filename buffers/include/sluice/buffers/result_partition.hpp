@@ -70,6 +70,29 @@ class result_partition {
   result_partition& operator=(const result_partition&) = delete;
 
   // --- producing ---------------------------------------------------------------------------------
+  // The fast path of emit(): writes `record` into the subpartition's current buffer when it fits
+  // there whole and nothing else is due, without a coroutine. False: nothing was written; use
+  // `co_await emit()`, which also enforces flush deadlines and lets the other tasks of the executor
+  // (senders, the flusher) run now and then. A producer loop reads:
+  //   if (!out.try_emit(r, i) && !co_await out.emit(r, i)) stop();   (hoist the co_await on GCC 12)
+  template <codable T>
+  bool try_emit(const T& record, std::size_t subpartition) {
+    assert(!emitting_ && !finished_ && "try_emit during an emit or after finish()");
+    if (subpartition >= options_.subpartitions || --fast_budget_ == 0) return false;
+    subpartition_state& s = subs_[subpartition];
+    if (!s.current.valid() || options_.flush_timeout.count() == 0) return false;
+    const std::size_t record_bytes = codec<T>::encoded_size(record);
+    if (record_length_bytes + record_bytes >= s.current.remaining() || record_bytes > options_.max_record_bytes) {
+      return false;  // the slow path finishes full buffers
+    }
+    byte_writer w(s.current.writable().first(record_length_bytes + record_bytes));
+    const std::uint32_t length = detail::to_little(static_cast<std::uint32_t>(record_bytes));
+    w.write(&length, sizeof length);
+    codec<T>::encode(w, record);
+    s.current.commit(record_length_bytes + record_bytes);
+    return true;
+  }
+
   // Each yields true once the record is written, false if the pool was closed or the producer stopped
   // while waiting for a buffer (the record is then dropped). The record is serialized at the call,
   // so the caller may reuse it at once; await the task before the next emit.
@@ -189,6 +212,11 @@ class result_partition {
   std::size_t next_round_robin_ = 0;
   bool emitting_ = false;
   bool finished_ = false;
+  // try_emit() takes the slow path every fast_path_run calls, so deadlines are checked and the
+  // producer yields to the executor now and then.
+  static constexpr std::uint32_t fast_path_run = 256;
+  std::uint32_t fast_budget_ = fast_path_run;
+  std::chrono::steady_clock::time_point next_yield_{};
   std::uint64_t dropped_records_ = 0;
 };
 
