@@ -7,14 +7,17 @@
 // - Two monotonic watermarks: the latest started id and the highest aborted id. start(N) opens N
 //   only if N is above both; otherwise it is a no-op (an abort before the start is remembered, an
 //   old or repeated barrier is ignored) and does no I/O.
+//   So a start at or below an aborted id is refused as well (as in Flink's maxAbortedCheckpointId).
 // - At most ONE checkpoint is ongoing. start(N+1) while N is open ends N as aborted(subsumed).
+//   abort(M) of an id above the ongoing one is remembered and leaves the ongoing one open.
 // - add_input/add_output/add_operator_state enqueue and return at once; they never suspend. A
 //   writer-owned coroutine (the pump) writes the records in call order at offsets fixed at enqueue
 //   (record header, then the payload straight from the buffer_view, no copy). A view is released
 //   after its write completes, or at the abort of its checkpoint: exactly once either way.
 // - A call the writer cannot take (before start, after finish, after close, an old or aborted id,
 //   an event as data) returns an error naming the fault (writer_errc) and releases the buffers it
-//   was given. Nothing here throws for such a call, and no abort fails the task.
+//   was given. Nothing here throws for such a call, and no abort fails the task. An event among
+//   the data also declines the ongoing checkpoint: its channel state would be incomplete.
 // - The checkpoint completes once finish_input and finish_output were both called and every write
 //   is done: the pump writes the `end` record, fsyncs and closes the file. start_aligned() opens a
 //   checkpoint with operator state only (scenario 13): both finishes are implied.
