@@ -1,0 +1,140 @@
+// The channel-state writer's pump: the one coroutine that does the writer's I/O, one operation at
+// a time, in this order:
+//   1. close the file of a retiring (aborted) checkpoint, if any;
+//   2. open the ongoing checkpoint's file and write its header;
+//   3. write its queued records in order: record header, then payload straight from the view;
+//   4. once both directions are finished and the queue is empty: `end` record, fsync, close, and
+//      the checkpoint completes.
+// After every operation it checks whether the checkpoint was aborted meanwhile; if so it issues
+// nothing more for it (scenario 3) and only closes the file. It runs while there is work and ends;
+// kick() starts it again. Because I/O is sequential, at most one checkpoint has I/O at any time.
+
+#include "channel_state_job.hpp"
+
+#include <sluice/buffers/crc32c.hpp>
+#include <sluice/runtime/log.hpp>
+
+#include <cassert>
+#include <cstring>
+#include <exception>
+
+namespace sluice::snapshot {
+
+void channel_state_writer::kick() {
+  if (pumping_) return;
+  pumping_ = true;
+  pump_scope_.spawn(pump());
+}
+
+runtime::task<void> channel_state_writer::pump() {
+  try {
+    for (;;) {
+      if (retiring_) {
+        co_await retire();
+        continue;
+      }
+      checkpoint_job* job = current_.get();
+      if (job == nullptr) break;
+      const bool has_work = !job->opened || !job->queue.empty() || job->finished();
+      if (!has_work) break;
+      co_await advance(job);
+    }
+  } catch (const std::exception& e) {
+    runtime::log::error("channel-state writer of task {}: {}", task_, e.what());
+  }
+  pumping_ = false;
+}
+
+runtime::task<void> channel_state_writer::advance(checkpoint_job* job) {
+  if (job->opened && !job->queue.empty()) {
+    co_await write_next(job);
+    co_return;
+  }
+  if (job->opened) {
+    co_await finalize(job);
+    co_return;
+  }
+  job->opened = true;
+  auto opened = co_await io::file::open(job->path, io::open_options::create_or_truncate());
+  if (opened) job->file = std::move(*opened);
+  if (job->aborted) co_return;  // the retire step closes the file
+  if (!opened) {
+    fail(*job, opened.error());
+    co_return;
+  }
+  const auto header = encode_file_header({job->id, task_});
+  auto written = co_await job->file.write_all(header, 0);
+  if (job->aborted) co_return;
+  if (!written) fail(*job, written.error());
+}
+
+runtime::task<void> channel_state_writer::write_next(checkpoint_job* job) {
+  // Taken off the queue: from here on `record` owns the view, released when this frame ends,
+  // i.e. after its write has completed (or failed, or been cancelled).
+  pending_write record = std::move(job->queue.front());
+  job->queue.pop_front();
+  auto head = co_await job->file.write_all(record.header, record.offset_bytes);
+  if (job->aborted) co_return;
+  if (!head) {
+    fail(*job, head.error());
+    co_return;
+  }
+  auto body = co_await job->file.write_all(record.payload(), record.offset_bytes + state_record_header_bytes);
+  if (job->aborted) co_return;
+  if (!body) fail(*job, body.error());
+}
+
+runtime::task<void> channel_state_writer::finalize(checkpoint_job* job) {
+  assert(job->finished() && job->queue.empty() && job->file.is_open());
+  const std::uint64_t payload_bytes = job->channel_state_bytes + job->operator_state_bytes;
+  const auto end_payload = encode_end_payload({job->next_sequence, payload_bytes});
+  const auto end_header = encode_record_header(
+      {record_type::end, 0, 0, state_end_payload_bytes, buffers::crc32c(end_payload), job->next_sequence});
+  std::array<std::byte, state_record_header_bytes + state_end_payload_bytes> end_record{};
+  std::memcpy(end_record.data(), end_header.data(), end_header.size());
+  std::memcpy(end_record.data() + end_header.size(), end_payload.data(), end_payload.size());
+
+  auto written = co_await job->file.write_all(end_record, job->next_offset_bytes);
+  if (job->aborted) co_return;
+  if (!written) {
+    fail(*job, written.error());
+    co_return;
+  }
+  auto synced = co_await job->file.fsync();
+  if (job->aborted) co_return;
+  if (!synced) {
+    fail(*job, synced.error());
+    co_return;
+  }
+  auto closed = co_await job->file.close();
+  if (job->aborted) co_return;
+  if (!closed) {
+    fail(*job, closed.error());
+    co_return;
+  }
+  assert(current_.get() == job);
+  const std::unique_ptr<checkpoint_job> done = std::move(current_);
+  checkpoint_outcome outcome;
+  outcome.state = checkpoint_outcome::status::completed;
+  outcome.channel_state_bytes = done->channel_state_bytes;
+  outcome.operator_state_bytes = done->operator_state_bytes;
+  settle(done->id, std::move(outcome));
+}
+
+runtime::task<void> channel_state_writer::retire() {
+  checkpoint_job* job = retiring_.get();
+  assert(job != nullptr && job->aborted && job->queue.empty());
+  if (job->file.is_open()) {
+    auto closed = co_await job->file.close();
+    if (!closed) runtime::log::warn("checkpoint {} of task {} (aborted): {}", job->id, task_, closed.error().message());
+  }
+  retiring_.reset();
+}
+
+void channel_state_writer::fail(checkpoint_job& job, const io::error& error) {
+  assert(current_.get() == &job && !job.aborted);
+  runtime::log::warn("checkpoint {} of task {} declined: {}", job.id, task_, error.message());
+  abort_ongoing(abort_reason::io_error, error.message());
+}
+
+}  // namespace sluice::snapshot
