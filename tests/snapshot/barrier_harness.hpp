@@ -80,6 +80,7 @@ class harness {
           line += " " + text_of(v.data());
           captured_[{c->id, key(c->gate, c->channel)}].push_back(text_of(v.data()));
           writer_views.push_back(std::move(v));
+          ++captured_views;
         }
         log.push_back(line);
       } else if (auto* f = std::get_if<snapshot::finish_input>(&a)) {
@@ -109,6 +110,7 @@ class harness {
   std::vector<std::uint64_t> finished;
   std::vector<snapshot::abort_checkpoint> aborts;
   std::vector<buffers::buffer_view> writer_views;  // the fake writer's: each view dropped once
+  std::size_t captured_views = 0;
   std::function<void(const snapshot::trigger_snapshot&)> on_trigger;
 
  private:
