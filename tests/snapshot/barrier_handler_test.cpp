@@ -210,6 +210,30 @@ task<void> timeout_not_reached_body(network_memory* memory) {
   co_return;
 }
 
+task<void> zero_timeout_body(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 18, 18);
+  {
+    input_gate gate(pool, three_channels);
+    barrier_handler handler(gate, {.mode = checkpoint_mode::aligned_timeout, .alignment_timeout = 0ms});
+    harness h(gate, handler);
+    barrier(gate, 0, 1, false), put(gate, 0, "after");
+    put(gate, 1, "1a");
+    REQUIRE(h.step());  // the in-band barrier: unaligned at once, nothing blocked
+    CHECK(h.log == strings{"trigger 1 unaligned", "barrier 0 1"});
+    CHECK_FALSE(gate.blocked(0));
+    CHECK_FALSE(handler.deadline());
+    h.drain();
+    for (std::uint32_t c = 1; c < 3; ++c) barrier(gate, c, 1, false);
+    h.drain();
+    CHECK(h.captured(1, 0).empty());
+    CHECK(h.captured(1, 1) == strings{"1a"});
+    CHECK(h.finished == std::vector<std::uint64_t>{1});
+    h.complete_writes();
+  }
+  CHECK(pool.in_use() == 0);
+  co_return;
+}
+
 task<void> at_least_once_body(network_memory* memory) {
   local_buffer_pool pool(memory->pool(0), 18, 18);
   {
@@ -394,6 +418,11 @@ TEST_CASE("aligned_timeout: an alignment past the timeout switches to unaligned"
 TEST_CASE("aligned_timeout: stays aligned within the timeout, switches on a priority barrier", "[barrier]") {
   network_memory memory(64 * segment_bytes, segment_bytes, 1);
   sync_wait(timeout_not_reached_body(&memory), virtual_time());
+}
+
+TEST_CASE("aligned_timeout with a zero timeout is unaligned from the first barrier", "[barrier]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(zero_timeout_body(&memory), virtual_time());
 }
 
 TEST_CASE("at-least-once never blocks and triggers once every channel's barrier is in", "[barrier]") {

@@ -34,6 +34,12 @@
 // taken while replaying recovered channel state is declined not_ready (scenario 11). Bookkeeping is
 // one checkpoint's per-channel flags, whatever the ids seen (scenario 14). The handler keeps no
 // buffer views itself: every view it creates goes out in a capture_input.
+// A channel that fails before its barrier declines the pending checkpoint (its pre-barrier data may
+// be lost); end-of-partition just stops it counting. After gate.release_channel(c), hand the
+// handler a channel_failed item for c. Limits: at-least-once tracks one checkpoint (a barrier N+1
+// before every N is in subsumes N); a priority barrier's overtaken data is what is queued on its
+// channel when the task takes it, so the task must take it before more data is delivered behind
+// it (next() yields priority events first; the gate does not record the overtaken count).
 //
 //   barrier_handler handler(gate, {.mode = checkpoint_mode::unaligned});
 //   while (auto item = co_await gate.next()) {
