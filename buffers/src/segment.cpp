@@ -4,6 +4,8 @@
 
 #include <cassert>
 #include <new>
+
+#include <sys/mman.h>
 #include <stdexcept>
 
 namespace sluice::buffers {
@@ -56,7 +58,22 @@ network_memory::network_memory(std::size_t total_bytes, std::size_t segment_byte
   if (segment_count_ > UINT32_MAX) {
     throw std::invalid_argument(fmt::format("network memory: {} segments is more than 2^32", segment_count_));
   }
-  base_ = static_cast<std::byte*>(::operator new(segment_count_ * segment_bytes_, std::align_val_t{segment_bytes_}));
+  // One mapping, faulted in now (start-up), not on the data path: a first write to a fresh page costs
+  // a page fault, which would otherwise land on the first records through every segment. Huge pages
+  // where the kernel allows them, since producers write to many segments at once.
+  // Segments are aligned to their size: map one segment more and trim the ends.
+  const std::size_t bytes = segment_count_ * segment_bytes_;
+  void* mapped = ::mmap(nullptr, bytes + segment_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) throw std::bad_alloc();
+  const auto raw = reinterpret_cast<std::uintptr_t>(mapped);
+  const std::uintptr_t aligned = (raw + segment_bytes_ - 1) & ~(std::uintptr_t{segment_bytes_} - 1);
+  if (aligned > raw) ::munmap(mapped, aligned - raw);
+  if (const std::size_t tail = segment_bytes_ - (aligned - raw); tail > 0) {
+    ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  }
+  base_ = reinterpret_cast<std::byte*>(aligned);
+  (void)::madvise(base_, bytes, MADV_HUGEPAGE);
+  for (std::size_t at = 0; at < bytes; at += 4096) base_[at] = std::byte{0};
   pools_.reserve(executors);
   const std::size_t share = segment_count_ / executors;
   const std::size_t extra = segment_count_ % executors;  // the first `extra` executors get one more
@@ -75,7 +92,7 @@ network_memory::~network_memory() {
     assert(p->free_segments() == p->total_segments() && "network memory freed while segments are taken");
   }
   pools_.clear();
-  ::operator delete(base_, std::align_val_t{segment_bytes_});
+  ::munmap(base_, segment_count_ * segment_bytes_);
 }
 
 }  // namespace sluice::buffers

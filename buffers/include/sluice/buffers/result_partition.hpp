@@ -10,8 +10,9 @@
 //   pool's maximum bounds the memory (invariant 6). One producer: emits do not overlap (asserted).
 // - Flushing. A partially filled buffer is queued when its flush deadline passes (flush_timeout
 //   after the first record entered it, on the executor clock), on flush()/flush_all(), or at once
-//   when flush_timeout is 0. Deadlines are enforced by emit() for its own subpartition and by
-//   `run_flusher()`, a coroutine the owner runs next to the producer; it ends after finish().
+//   when flush_timeout is 0. emit() enforces the deadline of its own subpartition; `run_flusher()`,
+//   a coroutine the owner runs next to the producer, flushes every subpartition once per
+//   flush_timeout (as Flink's output flusher does), so no record waits longer; it ends after finish().
 // - Events go in-band, after everything emitted before them (the current buffer is flushed first).
 //   finish() appends end-of-partition to every subpartition. A priority event (a barrier) overtakes
 //   the queued data of its subpartition: it goes to the head of the queue (behind earlier priority
@@ -134,7 +135,8 @@ class result_partition {
   void flush_all();
   // Flushes every subpartition whose deadline has passed on the executor clock.
   void flush_due();
-  // Enforces flush deadlines until finish() (or a stop request); with flush_timeout 0 it returns.
+  // Flushes everything once per flush_timeout until finish() (or a stop request); with flush_timeout
+  // 0 it returns at once.
   runtime::task<void> run_flusher();
 
   // `event` is a view of an event buffer (kind event). Queued after the data emitted so far.

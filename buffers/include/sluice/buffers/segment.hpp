@@ -1,7 +1,7 @@
 #pragma once
 // Network memory: a fixed set of fixed-size segments, allocated once and divided among executors.
 //
-// - `network_memory` makes ONE aligned allocation of `total_bytes` at start-up, cuts it into
+// - `network_memory` maps `total_bytes` ONCE at start-up (aligned to the segment size, faulted in then), cuts it into
 //   segments of `segment_bytes` (a power of two, >= 4 KiB) and gives every executor a contiguous
 //   share: executor i owns the segments of `pool(i)`. Nothing is allocated afterwards (invariant 6).
 // - `segment_pool` is one executor's free list of its segments. It belongs to that executor: the
