@@ -150,7 +150,7 @@ void input_gate::deliver_event(std::uint32_t channel, gate_event event, bool pri
   }
   if (priority) {
     c.queue.insert(c.queue.begin() + static_cast<std::ptrdiff_t>(c.priority_front),
-                   entry{buffer{}, false, true, event});
+                   entry{buffer{}, false, true, event, c.queued});
     ++c.priority_front;
     ++priority_pending_;
   } else {
@@ -249,6 +249,7 @@ std::optional<gate_item> input_gate::try_next() {
     }
     item.event = e.event;
     item.priority = e.priority;
+    item.overtaken = e.overtaken;
     if (e.event->kind == gate_event::type::end_of_partition || e.event->kind == gate_event::type::channel_failed) {
       mark_ended(c);
     }
@@ -294,10 +295,11 @@ void input_gate::unblock_all() {
   wake_consumers();
 }
 
-std::vector<buffer_view> input_gate::queued_data_views(std::uint32_t channel) {
+std::vector<buffer_view> input_gate::queued_data_views(std::uint32_t channel, std::size_t max) {
   check_owner();
   std::vector<buffer_view> out;
   for (const entry& e : at(channel).queue) {
+    if (out.size() == max) break;
     if (!e.event) out.push_back(e.buf.retain());
   }
   return out;

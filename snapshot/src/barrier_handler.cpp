@@ -92,7 +92,7 @@ barrier_actions barrier_handler::on_item(buffers::gate_item& item, std::uint32_t
   }
   const gate_event& e = *item.event;
   switch (e.kind) {
-    case gate_event::type::barrier: on_barrier(c, e.id, item.priority, out); break;
+    case gate_event::type::barrier: on_barrier(c, e.id, item.priority, item.overtaken, out); break;
     case gate_event::type::cancellation_marker: on_marker(c, e.id, out); break;
     case gate_event::type::end_of_partition: on_channel_end(c, false, out); break;
     case gate_event::type::channel_failed: on_channel_end(c, true, out); break;
@@ -137,7 +137,8 @@ barrier_actions barrier_handler::abort(checkpoint_id id, abort_reason reason, st
 
 // --- items --------------------------------------------------------------------------------------
 
-void barrier_handler::on_barrier(std::size_t c, checkpoint_id id, bool priority, barrier_actions& out) {
+void barrier_handler::on_barrier(std::size_t c, checkpoint_id id, bool priority, std::size_t overtaken,
+                                 barrier_actions& out) {
   // Obsolete: already finished or aborted here, or older than the pending one. No I/O (scenario 5).
   if (id == no_checkpoint || id <= last_ended_ || (pending_ != no_checkpoint && id < pending_)) return;
   if (replaying_) {
@@ -161,7 +162,7 @@ void barrier_handler::on_barrier(std::size_t c, checkpoint_id id, bool priority,
     start(id, out);
   }
   if (channels_[c].received) return;  // a duplicate: the first one counted
-  received(c, priority, out);
+  received(c, priority, overtaken, out);
 }
 
 void barrier_handler::on_marker(std::size_t c, checkpoint_id id, barrier_actions& out) {
@@ -238,16 +239,17 @@ void barrier_handler::start_capture(barrier_actions& out) {
   for (std::size_t c = 0; c < channels_.size(); ++c) channels_[c].capturing = !channels_[c].received && live(c);
 }
 
-void barrier_handler::capture_overtaken(std::size_t c, barrier_actions& out) {
+void barrier_handler::capture_overtaken(std::size_t c, std::size_t overtaken, barrier_actions& out) {
   const channel_info& ch = channels_[c];
-  std::vector<buffers::buffer_view> views = ch.gate->queued_data_views(ch.channel);
+  // Only what the barrier overtook: data delivered behind it since was sent after it.
+  std::vector<buffers::buffer_view> views = ch.gate->queued_data_views(ch.channel, overtaken);
   if (views.empty()) return;
   for (const buffers::buffer_view& v : views) stats_.captured_bytes += v.size();
   stats_.captured_buffers += views.size();
   out.emplace_back(capture_input{pending_, ch.gate_index, ch.channel, std::move(views)});
 }
 
-void barrier_handler::received(std::size_t c, bool priority, barrier_actions& out) {
+void barrier_handler::received(std::size_t c, bool priority, std::size_t overtaken, barrier_actions& out) {
   channel_info& ch = channels_[c];
   ch.received = true;
   ch.capturing = false;
@@ -267,7 +269,7 @@ void barrier_handler::received(std::size_t c, bool priority, barrier_actions& ou
   }
   // The data a priority barrier overtook was sent before it: in-flight data (an in-band one overtook
   // nothing: all data before it was taken, and captured on the way).
-  if (phase_ == phase::capturing && priority) capture_overtaken(c, out);
+  if (phase_ == phase::capturing && priority) capture_overtaken(c, overtaken, out);
   maybe_complete(out);
 }
 

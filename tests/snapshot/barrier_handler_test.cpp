@@ -84,6 +84,27 @@ task<void> aligned_three_channels_body(network_memory* memory) {
 }
 
 // Flink's UnalignedCheckpointsTest style: exactly which buffers were captured, per channel, in order.
+// Data that arrives behind a priority barrier before the task takes it was sent after the barrier:
+// it is not in-flight data of the checkpoint.
+task<void> overtaken_only_body(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 18, 18);
+  {
+    input_gate gate(pool, three_channels);
+    barrier_handler handler(gate, {.mode = checkpoint_mode::unaligned});
+    harness h(gate, handler);
+    put(gate, 0, "0a"), put(gate, 0, "0b");
+    barrier(gate, 0, 1, true);  // overtakes 0a 0b
+    put(gate, 0, "0c");         // sent after the barrier, delivered before the task takes it
+    REQUIRE(h.step());
+    CHECK(h.captured(1, 0) == strings{"0a", "0b"});
+    h.drain();
+    CHECK(h.captured(1, 0) == strings{"0a", "0b"});
+    h.complete_writes();
+  }
+  CHECK(pool.in_use() == 0);
+  co_return;
+}
+
 task<void> unaligned_exact_body(network_memory* memory) {
   local_buffer_pool pool(memory->pool(0), 18, 18);
   {
@@ -408,6 +429,12 @@ TEST_CASE("aligned: each channel blocks at its barrier and the snapshot comes af
 TEST_CASE("unaligned: the channel state is exactly the in-flight buffers, per channel, in order", "[barrier]") {
   network_memory memory(64 * segment_bytes, segment_bytes, 1);
   sync_wait(unaligned_exact_body(&memory), virtual_time());
+}
+
+TEST_CASE("unaligned: a priority barrier captures only the data it overtook, not data delivered behind it",
+          "[barrier]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(overtaken_only_body(&memory), virtual_time());
 }
 
 TEST_CASE("aligned_timeout: an alignment past the timeout switches to unaligned", "[barrier]") {

@@ -155,6 +155,9 @@ struct gate_item {
   gate_buffer data;                  // valid for data
   std::optional<gate_event> event;   // set for events
   bool priority = false;             // a priority event
+  // For a priority event: how many data buffers it overtook on its channel (queued ahead of it when
+  // it was delivered; they are the first ones behind it now).
+  std::size_t overtaken = 0;
   bool is_event() const noexcept { return event.has_value(); }
   bool is_end_of_partition() const noexcept {
     return event && event->kind == gate_event::type::end_of_partition;
@@ -226,8 +229,9 @@ class input_gate {
   void unblock(std::uint32_t channel);
   void unblock_all();
   bool blocked(std::uint32_t channel) const { return channels_.at(channel).blocked; }
-  // Views of the data buffers queued on `channel`, oldest first (behind any priority events).
-  std::vector<buffer_view> queued_data_views(std::uint32_t channel);
+  // Views of the first `max` data buffers queued on `channel`, oldest first (behind any priority
+  // events). With gate_item::overtaken as `max`: exactly what a priority barrier overtook.
+  std::vector<buffer_view> queued_data_views(std::uint32_t channel, std::size_t max = SIZE_MAX);
 
   // --- failure and release ----------------------------------------------------------------------
   // Ends `channel` with a channel_failed event (after what is queued). Idempotent; no-op once ended.
@@ -262,6 +266,7 @@ class input_gate {
     bool floating = false;
     bool priority = false;
     std::optional<gate_event> event;
+    std::size_t overtaken = 0;  // a priority event: data buffers queued ahead of it at delivery
   };
   struct channel_state {
     std::vector<buffer> free_exclusive;

@@ -159,15 +159,15 @@ class barrier_handler {
   bool live(std::size_t c) const;
   bool all_received() const;
 
-  void on_barrier(std::size_t c, checkpoint_id id, bool priority, barrier_actions& out);
+  void on_barrier(std::size_t c, checkpoint_id id, bool priority, std::size_t overtaken, barrier_actions& out);
   void on_marker(std::size_t c, checkpoint_id id, barrier_actions& out);
   void on_channel_end(std::size_t c, bool failed, barrier_actions& out);
   void on_data(std::size_t c, buffers::gate_item& item, barrier_actions& out);
 
   void start(checkpoint_id id, barrier_actions& out);
   void start_capture(barrier_actions& out);           // trigger unaligned, mark capturing channels
-  void capture_overtaken(std::size_t c, barrier_actions& out);
-  void received(std::size_t c, bool priority, barrier_actions& out);
+  void capture_overtaken(std::size_t c, std::size_t overtaken, barrier_actions& out);
+  void received(std::size_t c, bool priority, std::size_t overtaken, barrier_actions& out);
   void maybe_complete(barrier_actions& out);
   void check_deadline(barrier_actions& out);
   void end_pending(barrier_actions& out, abort_reason reason, std::string detail);  // abort it
