@@ -335,7 +335,7 @@ TEST_CASE("a sender with backlog gets floating buffers announced as extra credit
   sync_wait(backlog_gets_floating(&memory), virtual_time());
 }
 
-TEST_CASE("floating buffers are shared fairly among channels with backlog", "[gate]") {
+TEST_CASE("scenario 20: floating buffers are shared fairly among channels with backlog", "[gate]") {
   network_memory memory(64 * segment_bytes, segment_bytes, 1);
   sync_wait(floating_fairness(&memory), virtual_time());
 }
@@ -350,7 +350,7 @@ TEST_CASE("end-of-partition on every channel finishes the gate and next() then y
   sync_wait(end_of_partition(&memory), virtual_time());
 }
 
-TEST_CASE("credit accounting holds at every step of random runs and all data arrives in order", "[gate]") {
+TEST_CASE("scenario 19: credit accounting holds at every step of random runs and all data arrives in order", "[gate]") {
   for (unsigned seed : {1u, 2u, 3u, 17u, 4242u}) {
     network_memory memory(64 * segment_bytes, segment_bytes, 1);
     sync_wait(randomized(&memory, seed), virtual_time());
