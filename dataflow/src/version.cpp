@@ -1,0 +1,1 @@
+#include <sluice/dataflow/version.hpp>
