@@ -1,0 +1,65 @@
+#pragma once
+// checkpoint_participant: how the checkpoint coordinator sees a task, and what a task reports back.
+//
+// Protocol (DESIGN.md "Checkpointing", invariants 2 and 4). The coordinator never touches a task's
+// state. It calls a participant's methods only by posting them to the participant's executor, so
+// each one runs there, in the order the coordinator sent them (the inbox is FIFO per sender):
+//   trigger_checkpoint(N)          sources only: inject barrier N into the stream;
+//   notify_checkpoint_complete(N)  every task of N, once N's manifest is durable: sinks commit here;
+//   notify_checkpoint_aborted(N)   every task of N, with the reason; it may arrive before barrier N.
+// The task answers from its own executor with coordinator::acknowledge (its state file for N is
+// written and fsynced) or coordinator::decline; both post to the coordinator. Ids only grow, and a
+// task must accept any order: complete(N+1) before abort(N), abort(N) before barrier N.
+//
+// The methods must not block. They may call acknowledge/decline directly (those only post).
+// A participant stays alive, and keeps its executor running, until coordinator::remove_participant
+// has returned for it: after that no call reaches it.
+
+#include <sluice/snapshot/checkpoint.hpp>
+#include <sluice/snapshot/manifest.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace sluice::runtime {
+class executor;
+}
+
+namespace sluice::snapshot {
+
+// What a source needs to inject a barrier, beyond its id and mode.
+struct trigger_options {
+  // aligned_timeout: alignment beyond this switches the checkpoint to unaligned.
+  std::chrono::milliseconds alignment_timeout{0};
+};
+
+// What a task reports with its acknowledgement of checkpoint N.
+struct task_checkpoint_stats {
+  std::uint64_t operator_state_bytes = 0;
+  std::uint64_t channel_state_bytes = 0;
+  std::chrono::nanoseconds alignment_duration{0};  // first barrier in to snapshot taken
+  std::chrono::nanoseconds write_duration{0};      // snapshot taken to state file durable
+  // The writer's own description of its durable state file (size and CRC32C of the whole file; the
+  // name is filled in by the coordinator). Used for the manifest only when the coordinator runs with
+  // verify_state_files = false; otherwise the coordinator reads the file back and validates it.
+  std::optional<manifest_file> state_file;
+};
+
+class checkpoint_participant {
+ public:
+  virtual ~checkpoint_participant() = default;
+
+  // Fixed for the participant's lifetime; read once, by add_participant, on the caller's thread.
+  virtual task_id id() const noexcept = 0;
+  virtual bool is_source() const noexcept = 0;
+  virtual runtime::executor& home() const noexcept = 0;
+
+  // Each runs on home(), posted by the coordinator.
+  virtual void trigger_checkpoint(checkpoint_id id, checkpoint_mode mode, const trigger_options& options) = 0;
+  virtual void notify_checkpoint_complete(checkpoint_id id) = 0;
+  virtual void notify_checkpoint_aborted(checkpoint_id id, abort_reason reason, std::string_view detail) = 0;
+};
+
+}  // namespace sluice::snapshot

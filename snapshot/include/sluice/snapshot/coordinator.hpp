@@ -1,0 +1,187 @@
+#pragma once
+// coordinator: triggers checkpoints, collects the tasks' acknowledgements, commits each checkpoint's
+// manifest and tells the tasks how it ended (DESIGN.md "Checkpointing", invariants 2, 4, 7, 8).
+//
+// Lifecycle of checkpoint N (ids strictly increase, never reused; see recovery_plan.hpp):
+//   1. trigger (every `interval`, at least `min_pause` after the previous checkpoint ended, at most
+//      `max_concurrent` in flight; or trigger_now()): mkdir chk-N/, then post trigger(N) to sources.
+//   2. wait until every task registered at the trigger acknowledged N (its state file is durable).
+//      A decline, `checkpoint_timeout` (expired), a task joining or leaving (coordinator), a newer
+//      checkpoint completing (subsumed) or stop() (cancelled) aborts N instead.
+//   3. commit: describe each task's file (read back and validated end to end, or the writer's
+//      description with verify_state_files = false) and commit the manifest: the commit point.
+//      Commits run one at a time, in completion order; once a commit has started, only its own
+//      failure (io_error) can abort N.
+//   4. post complete(N) to every task of N (sinks commit staged output), abort older pending
+//      checkpoints as subsumed, then run a retention pass (keep the newest K, drop aborted dirs).
+//      An aborted N instead posts abort(N, reason) to every task of N; retention removes chk-N/ once
+//      a newer checkpoint has committed.
+//
+// Threading: the coordinator lives on its home executor and its state is touched only there (no
+// lock, no atomic: invariant 1). Tasks reach it only through posts: add_participant, acknowledge and
+// decline may be called from any thread; remove_participant from any executor. Everything else runs
+// on home (from elsewhere: co_await run_on(&home, c.trigger_now())). It calls tasks only through
+// posts to their executors.
+//
+// Lifetime: call stop() (on home) and remove every participant, or stop their executors, before
+// destroying the coordinator; a message posted to it after that would reach a dead object.
+
+#include <sluice/runtime/event.hpp>
+#include <sluice/runtime/scope.hpp>
+#include <sluice/runtime/semaphore.hpp>
+#include <sluice/runtime/task.hpp>
+#include <sluice/snapshot/checkpoint.hpp>
+#include <sluice/snapshot/checkpoint_participant.hpp>
+#include <sluice/snapshot/checkpoint_storage.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice::runtime {
+class executor;
+}
+
+namespace sluice::snapshot {
+
+struct coordinator_options {
+  std::chrono::milliseconds interval{1000};            // between periodic triggers
+  std::chrono::milliseconds min_pause{0};              // from one checkpoint's end to the next trigger
+  std::chrono::milliseconds checkpoint_timeout{600'000};  // chk-N/ made to all acknowledged, else expired
+  std::size_t max_concurrent = 1;                      // checkpoints in flight (>= 1)
+  checkpoint_mode mode = checkpoint_mode::aligned;     // of periodic checkpoints
+  std::chrono::milliseconds alignment_timeout{0};      // passed to sources (aligned_timeout)
+  std::size_t expected_tasks = 0;  // periodic triggers wait for this many tasks (0: at least one)
+  std::size_t history_size = 16;   // checkpoint_stats kept (>= 1)
+  checkpoint_id first_checkpoint_id = 1;  // recovery_plan::next_checkpoint_id after a restart
+  bool verify_state_files = true;  // read every state file back before the manifest vouches for it
+  std::map<std::string, std::vector<std::byte>> job_metadata;  // written into every manifest
+};
+
+// One checkpoint as it ended.
+struct checkpoint_stats {
+  checkpoint_id id = no_checkpoint;
+  checkpoint_mode mode = checkpoint_mode::aligned;
+  std::chrono::steady_clock::time_point triggered_at{};  // the home executor's clock
+  std::uint64_t triggered_unix_ms = 0;
+  std::chrono::nanoseconds duration{0};                  // trigger to completion (or abort)
+  std::chrono::nanoseconds max_alignment_duration{0};    // over the acknowledgements received
+  std::uint64_t operator_state_bytes = 0;                // summed over the acknowledgements received
+  std::uint64_t channel_state_bytes = 0;
+  std::size_t tasks = 0;         // registered at the trigger
+  std::size_t acknowledged = 0;  // of those
+  checkpoint_outcome outcome;    // completed, or aborted with reason and detail
+};
+
+class coordinator {
+ public:
+  // `home` runs the coordinator; `storage` is used only from home and must outlive the coordinator.
+  coordinator(runtime::executor& home, checkpoint_storage& storage, coordinator_options options = {});
+  ~coordinator();
+  coordinator(const coordinator&) = delete;
+  coordinator& operator=(const coordinator&) = delete;
+
+  // --- tasks (any thread; each posts to home) --------------------------------------------------
+  // Registers `p` for the checkpoints triggered from now on (aborts any in flight: the task set
+  // changed). `p` must stay alive until remove_participant(p.id()) has returned.
+  void add_participant(checkpoint_participant& p);
+  // Unregisters `task` (aborting any in-flight checkpoint it belongs to, with `why` in the detail)
+  // and resolves once no call from the coordinator can reach it any more. Call from an executor;
+  // it resumes on the task's executor, then on the caller's if that differs.
+  runtime::task<void> remove_participant(task_id task, std::string why);
+  // The task's state file for `id` is durable.
+  void acknowledge(task_id task, checkpoint_id id, task_checkpoint_stats stats);
+  // The task cannot take checkpoint `id` (not_ready while replaying recovered state, io_error, ...).
+  void decline(task_id task, checkpoint_id id, abort_reason reason, std::string detail);
+
+  // --- the job (home only) ----------------------------------------------------------------------
+  // Starts periodic triggering (the first trigger one interval from now).
+  void start();
+  // Triggers a checkpoint now, ignoring interval and min_pause but waiting for a free slot under
+  // max_concurrent, and resolves with its outcome. Aborted(coordinator) if no task is registered,
+  // aborted(cancelled) once stop() was called.
+  runtime::task<checkpoint_outcome> trigger_now();
+  runtime::task<checkpoint_outcome> trigger_now(checkpoint_mode mode);
+  // Aborts every in-flight checkpoint (cancelled; one already committing finishes), stops the
+  // trigger loop and joins everything. Idempotent.
+  runtime::task<void> stop();
+
+  // Oldest first, at most history_size.
+  const std::deque<checkpoint_stats>& stats() const;
+  std::optional<checkpoint_stats> last_completed() const;
+  checkpoint_id next_checkpoint_id() const;
+  std::size_t in_flight() const;
+  std::size_t participants() const;
+
+ private:
+  struct participant_entry {
+    checkpoint_participant* participant = nullptr;
+    runtime::executor* executor = nullptr;
+    bool source = false;
+  };
+  struct outcome_slot {  // where trigger_now waits; lives in its frame
+    runtime::event done;
+    checkpoint_outcome outcome;
+  };
+  enum class stage : std::uint8_t { creating, triggered, committing };
+  struct pending_checkpoint {
+    checkpoint_id id = no_checkpoint;
+    checkpoint_mode mode = checkpoint_mode::aligned;
+    std::chrono::steady_clock::time_point triggered_at{};
+    std::uint64_t triggered_unix_ms = 0;
+    std::map<task_id, participant_entry> tasks;  // the task set at the trigger
+    std::map<task_id, task_checkpoint_stats> acks;
+    stage at = stage::creating;
+    std::optional<checkpoint_outcome> verdict;  // an abort, once decided
+    runtime::event decided;                     // all acknowledged, or verdict set
+    bool committed = false;                     // the manifest is durable
+    bool holds_commit_slot = false;
+    outcome_slot* waiter = nullptr;
+  };
+
+  void on_added(task_id task, participant_entry entry);
+  void on_removed(task_id task, const std::string& why);
+  void on_acknowledged(task_id task, checkpoint_id id, task_checkpoint_stats stats);
+  void on_declined(task_id task, checkpoint_id id, abort_reason reason, const std::string& detail);
+  void request_abort(pending_checkpoint& p, abort_reason reason, std::string detail);
+  void abort_all_pending(abort_reason reason, const std::string& detail);
+
+  runtime::task<void> trigger_loop();
+  runtime::task<bool> wait_for_slot();  // false once stopping
+  checkpoint_id begin_checkpoint(checkpoint_mode mode, outcome_slot* waiter);
+  runtime::task<void> run_checkpoint(checkpoint_id id);
+  runtime::task<void> drive(checkpoint_id id);
+  runtime::task<io::result<void>> commit(checkpoint_id id);
+  runtime::task<void> finish(checkpoint_id id);
+  void record(const pending_checkpoint& p, const checkpoint_outcome& outcome);
+  bool enough_participants() const;
+  void assert_home() const;
+
+  runtime::executor* home_;
+  checkpoint_storage* storage_;
+  coordinator_options options_;
+  std::map<task_id, participant_entry> participants_;
+  std::map<checkpoint_id, pending_checkpoint> pending_;  // nodes are stable; erased by finish() only
+  checkpoint_id next_id_;
+  checkpoint_id last_completed_id_ = no_checkpoint;
+  std::deque<checkpoint_stats> history_;
+  std::optional<checkpoint_stats> last_completed_;
+  std::chrono::steady_clock::time_point last_trigger_at_{};
+  std::optional<std::chrono::steady_clock::time_point> last_end_at_;
+  std::size_t forced_waiting_ = 0;  // trigger_now calls waiting for a slot (they go first)
+  runtime::event slot_free_;        // set whenever a checkpoint ends or stop() begins
+  runtime::semaphore commit_slot_{1};
+  runtime::scope scope_;            // the trigger loop and every run_checkpoint
+  std::size_t active_calls_ = 0;    // trigger_now calls in progress (stop() waits for them)
+  runtime::event calls_done_;
+  runtime::event stopped_;
+  bool started_ = false;
+  bool stopping_ = false;
+};
+
+}  // namespace sluice::snapshot

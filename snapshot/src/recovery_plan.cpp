@@ -1,0 +1,48 @@
+// Recovery selection for a job start (see recovery_plan.hpp).
+
+#include <sluice/snapshot/recovery_plan.hpp>
+
+#include <sluice/runtime/log.hpp>
+
+#include <algorithm>
+#include <utility>
+
+namespace sluice::snapshot {
+
+namespace {
+
+runtime::task<io::result<recovery_plan>> plan(checkpoint_storage* storage) {
+  auto choice = co_await storage->newest_valid();
+  if (!choice) co_return std::move(choice).error();
+
+  recovery_plan out;
+  checkpoint_id highest = no_checkpoint;
+  for (const auto& info : choice->skipped) highest = std::max(highest, info.id);
+  if (choice->chosen) highest = std::max(highest, choice->chosen->id);
+  out.next_checkpoint_id = highest + 1;
+  out.skipped = std::move(choice->skipped);
+  if (!choice->chosen) {
+    runtime::log::info("recovery: no valid checkpoint under '{}'; starting fresh at checkpoint {}", storage->root(),
+                       out.next_checkpoint_id);
+    co_return out;
+  }
+
+  const checkpoint_id id = choice->chosen->id;
+  auto loaded = co_await storage->load(id);
+  if (!loaded) co_return std::move(loaded).error();
+  for (auto& state : loaded->tasks) {
+    const task_id task = state.summary.task;
+    out.tasks.emplace(task, recovered_task{storage->state_file_path(id, task), std::move(state)});
+  }
+  out.metadata = std::move(loaded->manifest.metadata);
+  out.checkpoint = std::move(choice->chosen);
+  runtime::log::info("recovery: resuming from checkpoint {} ({} tasks); the next checkpoint is {}", id,
+                     out.tasks.size(), out.next_checkpoint_id);
+  co_return out;
+}
+
+}  // namespace
+
+runtime::task<io::result<recovery_plan>> plan_recovery(checkpoint_storage& storage) { return plan(&storage); }
+
+}  // namespace sluice::snapshot
