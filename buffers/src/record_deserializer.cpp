@@ -29,6 +29,12 @@ void record_deserializer::set_next_buffer(buffer_view next) {
   position_ = 0;
 }
 
+record_deserializer::unconsumed_part record_deserializer::unconsumed() const {
+  if (has_partial_record()) return {std::nullopt, true};
+  if (left() == 0) return {};
+  return {current_.slice(position_, left()), false};
+}
+
 void record_deserializer::clear() noexcept {
   current_.reset();
   position_ = 0;

@@ -119,6 +119,13 @@ runtime::task<bool> result_partition::copy_record(std::size_t subpartition) {
       s.current.set_kind(buffer_kind::data);
       s.deadline = owner_->now() + options_.flush_timeout;
     }
+    // A record that fits in one buffer never spans two: a buffer boundary is then a record boundary,
+    // so channel state captured as whole buffers holds whole records.
+    if (!serializer_.started() && s.current.size() > 0 && serializer_.pending_bytes() > s.current.remaining() &&
+        serializer_.pending_bytes() <= s.current.capacity()) {
+      enqueue_current(s);
+      continue;
+    }
     const copy_result result = serializer_.copy_to(s.current);
     if (result == copy_result::record_complete) break;
     enqueue_current(s);  // full

@@ -96,7 +96,9 @@ barrier_actions barrier_handler::on_item(buffers::gate_item& item, std::uint32_t
     case gate_event::type::cancellation_marker: on_marker(c, e.id, out); break;
     case gate_event::type::end_of_partition: on_channel_end(c, false, out); break;
     case gate_event::type::channel_failed: on_channel_end(c, true, out); break;
-    case gate_event::type::custom: break;
+    case gate_event::type::custom:
+    case gate_event::type::end_of_data:
+    case gate_event::type::watermark: break;
   }
   check_deadline(out);  // aligned_timeout with a zero timeout switches at the first barrier
   return out;

@@ -1,6 +1,9 @@
 #include <sluice/buffers/buffer_pool.hpp>
 #include <sluice/buffers/record_deserializer.hpp>
 #include <sluice/buffers/record_serializer.hpp>
+#include <sluice/runtime/sync_wait.hpp>
+
+#include <support/backends.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -216,4 +219,38 @@ TEST_CASE("a seeded random mix of record sizes round trips byte-exact through 4 
   REQUIRE(env.pool.in_use() == 0);
   REQUIRE(env.pool.recycled() == pipe.buffers_sent);
   REQUIRE(env.pool.violations() == 0);
+}
+
+namespace {
+sluice::runtime::task<void> unconsumed_body(sluice::buffers::network_memory* memory) {
+  using namespace sluice::buffers;
+  local_buffer_pool pool(memory->pool(0), 2, 4);
+  buffer b = *pool.try_request();
+  record_serializer ser;
+  for (std::uint64_t v : {1ull, 2ull, 3ull}) {
+    ser.serialize(v);
+    REQUIRE(ser.copy_to(b) == copy_result::record_complete);
+  }
+  record_deserializer des;
+  des.set_next_buffer(b.retain());
+  b.reset();
+  auto first = des.next_record<std::uint64_t>();
+  REQUIRE(first);
+  CHECK(*first == 1);
+  auto rest = des.unconsumed();
+  CHECK_FALSE(rest.spanning);
+  REQUIRE(rest.rest);
+  CHECK(rest.rest->size() == 2 * 12);  // the two records not yet read, whole
+  record_deserializer again;
+  again.set_next_buffer(std::move(*rest.rest));
+  std::vector<std::uint64_t> values;
+  while (auto r = again.next_record<std::uint64_t>()) values.push_back(*r);
+  CHECK(values == std::vector<std::uint64_t>{2, 3});
+  co_return;
+}
+}  // namespace
+
+TEST_CASE("the unconsumed part of a buffer is a view of the records not yet read", "[record]") {
+  sluice::buffers::network_memory memory(16 * 4096, 4096, 1);
+  sluice::runtime::sync_wait(unconsumed_body(&memory), sluice::test::virtual_time());
 }

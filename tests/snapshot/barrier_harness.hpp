@@ -126,6 +126,8 @@ class harness {
       case type::end_of_partition: return "end " + ch;
       case type::channel_failed: return "failed " + ch;
       case type::custom: return "custom " + ch;
+      case type::end_of_data: return "end-of-data " + ch;
+      case type::watermark: return "watermark " + ch + " " + std::to_string(item.event->id);
     }
     return "?";
   }

@@ -5,6 +5,8 @@
 //   0xE0                 end-of-partition (result_partition::finish() writes it)
 //   0xE1 id              checkpoint barrier
 //   0xE2 id              cancellation marker
+//   0xE3 0               end of data (the last record has been sent)
+//   0xE4 time            watermark
 //   0xEF id              custom
 //
 // decode_event() rejects anything else (a wrong length, an unknown tag) with nullopt, so a peer's

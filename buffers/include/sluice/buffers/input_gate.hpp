@@ -96,7 +96,17 @@ struct credit_announcement {
 struct gate_event {
   // cancellation_marker: an upstream task gave up checkpoint `id`. channel_failed: the channel was
   // lost (input_gate::failure() says why); it ends the channel like end_of_partition.
-  enum class type : std::uint8_t { end_of_partition, barrier, cancellation_marker, channel_failed, custom };
+  // end_of_data: the upstream has emitted its last record (it still forwards barriers, for a final
+  // checkpoint, before end_of_partition). watermark: event time `id` is complete upstream.
+  enum class type : std::uint8_t {
+    end_of_partition,
+    barrier,
+    cancellation_marker,
+    channel_failed,
+    custom,
+    end_of_data,
+    watermark,
+  };
   type kind = type::custom;
   std::uint64_t id = 0;  // e.g. the checkpoint id of a barrier
 };

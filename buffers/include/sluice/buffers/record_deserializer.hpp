@@ -55,6 +55,15 @@ class record_deserializer {
   // True between buffers while a record (or its length prefix) is incomplete.
   bool has_partial_record() const noexcept { return prefix_have_ > 0 || in_record_; }
   std::size_t max_record_bytes() const noexcept { return max_record_bytes_; }
+  // The bytes of the current buffer not yet read, as a view (none when they are all read), for an
+  // unaligned checkpoint that snapshots mid-buffer: they are in-flight data. Fails (nullopt with
+  // `spanning` set) while a record that spans buffers is half-read: its first part is no longer
+  // in a buffer.
+  struct unconsumed_part {
+    std::optional<buffer_view> rest;
+    bool spanning = false;
+  };
+  unconsumed_part unconsumed() const;
   // Drops the current buffer and any partial record (e.g. the channel was released).
   void clear() noexcept;
 

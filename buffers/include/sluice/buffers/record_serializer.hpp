@@ -65,6 +65,8 @@ class record_serializer {
   // Bytes of the current record (prefix included) not yet copied.
   std::size_t pending_bytes() const noexcept { return scratch_.size() - copied_; }
   bool has_pending() const noexcept { return pending_bytes() > 0; }
+  // True once part of the current record has been copied out (it spans buffers).
+  bool started() const noexcept { return copied_ > 0; }
   std::size_t max_record_bytes() const noexcept { return max_record_bytes_; }
   // Drops a partly copied record (e.g. the output was cancelled).
   void clear() noexcept {

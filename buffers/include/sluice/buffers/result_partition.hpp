@@ -8,6 +8,8 @@
 //   buffer is finished: queued on the subpartition, visible to the consumer. The next buffer comes
 //   from `co_await pool.request()`, so an exhausted pool suspends the producer (backpressure); the
 //   pool's maximum bounds the memory (invariant 6). One producer: emits do not overlap (asserted).
+//   A record that fits in one buffer never spans two (the buffer is finished early instead), so
+//   every buffer starts and ends at a record boundary; only records larger than a buffer span.
 // - Flushing. A partially filled buffer is queued when its flush deadline passes (flush_timeout
 //   after the first record entered it, on the executor clock), on flush()/flush_all(), or at once
 //   when flush_timeout is 0. emit() enforces the deadline of its own subpartition; `run_flusher()`,
