@@ -65,6 +65,13 @@ std::vector<credit_announcement> input_gate::take_credit_announcements() {
   return out;
 }
 
+runtime::task<bool> input_gate::wait_priority() {
+  if (priority_pending_ > 0) co_return true;
+  priority_.reset();
+  const bool set = co_await priority_.wait();
+  co_return set;
+}
+
 runtime::task<bool> input_gate::wait_credit() {
   const bool set = co_await credit_.wait();
   if (set) credit_.reset();
@@ -153,6 +160,7 @@ void input_gate::deliver_event(std::uint32_t channel, gate_event event, bool pri
                    entry{buffer{}, false, true, event, c.queued});
     ++c.priority_front;
     ++priority_pending_;
+    priority_.set();
   } else {
     c.queue.push_back(entry{buffer{}, false, false, event});
   }

@@ -48,6 +48,7 @@ result_partition::~result_partition() {
     subs_[i].queue.clear();
     subs_[i].current.reset();
   }
+  spare_.reset();
 }
 
 result_partition::subpartition_state& result_partition::at(std::size_t subpartition) const {
@@ -107,6 +108,11 @@ runtime::task<bool> result_partition::copy_record(std::size_t subpartition) {
       serializer_.clear();
       ++dropped_records_;
       co_return true;
+    }
+    if (!s.current.valid() && spare_.valid()) {
+      s.current = std::move(spare_);
+      s.current.set_kind(buffer_kind::data);
+      s.deadline = owner_->now() + options_.flush_timeout;
     }
     if (!s.current.valid()) {
       std::optional<buffer> next = co_await pool_->request();  // backpressure: suspends on an empty pool
@@ -271,6 +277,16 @@ std::optional<result_partition::polled> result_partition::poll_next(std::size_t 
 std::size_t result_partition::backlog(std::size_t subpartition) const {
   check_owner();
   return at(subpartition).data_queued;
+}
+
+runtime::task<bool> result_partition::wait_writable() {
+  check_owner();
+  if (writable()) co_return true;
+  std::optional<buffer> b = co_await pool_->request();
+  if (!b) co_return false;
+  if (spare_.valid()) co_return true;  // (another waiter filled it first; `b` goes back)
+  spare_ = std::move(*b);
+  co_return true;
 }
 
 bool result_partition::next_is_data(std::size_t subpartition) const {

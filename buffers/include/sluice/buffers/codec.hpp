@@ -7,7 +7,7 @@
 //   static void encode(byte_writer&, const T&);
 //   static T decode(byte_reader&);                   throws decode_error on short or bad input
 // Provided: arithmetic types (bool as one byte; floats by their bit pattern), std::string
-// (u32 length + bytes), std::vector<T> (u32 count + elements), std::pair, std::tuple, and
+// (u32 length + bytes), std::byte, std::vector<T> (u32 count + elements), std::pair, std::tuple, and
 // aggregates that list their fields, in order, with a static member function (C++20 has no
 // reflection; a function, because the class is complete inside its body):
 //
@@ -139,6 +139,14 @@ inline std::uint32_t checked_u32(std::size_t n, const char* what) {
 template <class T>
 concept has_fields = requires { T::fields(); } && std::is_default_constructible_v<T>;
 }  // namespace detail
+
+// std::byte: one byte (so std::vector<std::byte> is u32 count + the bytes).
+template <>
+struct codec<std::byte> {
+  static constexpr std::size_t encoded_size(std::byte) noexcept { return 1; }
+  static void encode(byte_writer& w, std::byte b) { w.write(&b, 1); }
+  static std::byte decode(byte_reader& r) { return r.read(1, "byte")[0]; }
+};
 
 // Arithmetic types: fixed width, little-endian; bool as 0/1.
 template <class T>

@@ -233,6 +233,11 @@ class input_gate {
   next_awaiter next() noexcept { return next_awaiter{*this}; }
 
   bool finished() const noexcept { return ended_ == channels_.size(); }
+  // A priority event is queued: try_next() yields it first, even past blocked channels. A task whose
+  // output is full still takes these (an unaligned barrier must not wait for the backpressure).
+  bool has_priority() const noexcept { return priority_pending_ > 0; }
+  // True once has_priority() (at once if it already is); false if the waiter was stopped.
+  runtime::task<bool> wait_priority();
 
   // --- checkpoints ----------------------------------------------------------------------------
   void block(std::uint32_t channel);
@@ -325,6 +330,7 @@ class input_gate {
   std::size_t released_count_ = 0;
   bool closed_ = false;
   runtime::event credit_;
+  runtime::event priority_;
   runtime::detail::wait_list waiters_;
 };
 

@@ -132,6 +132,12 @@ class result_partition {
     return emit_broadcast_pending();
   }
 
+  // Output availability, checked by a task before it takes more input: true when the next record
+  // that needs a new buffer gets one at once. wait_writable() waits for a buffer and keeps it for
+  // that record (false if stopped or the pool closed).
+  bool writable() const noexcept { return spare_.valid() || pool_->available() > 0; }
+  runtime::task<bool> wait_writable();
+
   // Queues the partially filled buffer of one / every subpartition (no-op when there is none).
   void flush(std::size_t subpartition);
   void flush_all();
@@ -212,6 +218,7 @@ class result_partition {
   partition_options options_;
   std::unique_ptr<subpartition_state[]> subs_;
   record_serializer serializer_;
+  buffer spare_;  // taken by wait_writable(), used by the next record that needs a buffer
   std::vector<std::byte> broadcast_scratch_;
   std::size_t next_round_robin_ = 0;
   bool emitting_ = false;

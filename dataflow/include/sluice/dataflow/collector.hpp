@@ -1,0 +1,44 @@
+#pragma once
+// collector<T>: how chained operators hand records on inside one task, without serialization. An
+// operator is a collector of its input that calls the collector of its output; the last one in a
+// task is the task's output (a partition or a sink), which serializes.
+//
+// Besides records, two signals flow down a chain, in order with the records:
+//   watermark(t)   every record with event time <= t has been seen (event-time windows fire on it);
+//   end_of_data()  the input is exhausted: operators that hold results back emit them now.
+// Operators with state also implement `stateful`: the task snapshots them, in chain order, at a
+// checkpoint and restores them on recovery. Everything runs on the task's executor.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace sluice::dataflow {
+
+template <class T>
+class collector {
+ public:
+  virtual ~collector() = default;
+  virtual void collect(const T& record) = 0;
+  virtual void watermark(std::uint64_t time) = 0;
+  virtual void end_of_data() = 0;
+};
+
+// Operator state as bytes: what a checkpoint stores for one operator.
+class stateful {
+ public:
+  virtual ~stateful() = default;
+  virtual std::vector<std::byte> snapshot_state() const = 0;
+  // Called before any record, with what snapshot_state() returned at the checkpoint resumed from.
+  // Throws std::runtime_error when the bytes do not decode.
+  virtual void restore_state(std::span<const std::byte> bytes) = 0;
+};
+
+// Owns a chain's parts; anything a chain builder makes goes here.
+class chain_part {
+ public:
+  virtual ~chain_part() = default;
+};
+
+}  // namespace sluice::dataflow

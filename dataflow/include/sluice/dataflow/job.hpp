@@ -1,0 +1,229 @@
+#pragma once
+// The job API: a typed builder for a graph of stages. A stage is a chain of operators that runs as
+// `parallelism` stream tasks; records move between operators of one stage by function call (no
+// serialization), and between stages through channels: key_by() is a hash exchange (each key to one
+// task of the next stage, by a stable hash of its encoding, so the same key goes to the same task
+// after a restart).
+//
+//   job_builder job("wordcount");
+//   auto words = job.read_lines("read", "/data/in.txt", 2)
+//                    .flat_map<std::string>([](const std::string& line, emitter<std::string>& out) {...});
+//   words.key_by<std::string>([](const std::string& w) { return w; })
+//        .aggregate<std::uint64_t, std::string>("count", 2,
+//            [](std::uint64_t& n, const std::string&) { ++n; },
+//            [](const std::string& w, const std::uint64_t& n) { return w + " " + std::to_string(n); })
+//        .write_lines("/data/out", [](const std::string& line) { return line; });
+//   job_result r = run_job(job, settings);   // job_runner.hpp
+//
+// Records crossing a stage boundary need a codec (buffers/codec.hpp).
+
+#include <sluice/buffers/codec.hpp>
+#include <sluice/dataflow/operators.hpp>
+#include <sluice/dataflow/task_parts.hpp>
+#include <sluice/snapshot/checkpoint.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sluice::dataflow {
+
+// What a stage's chain is built with, once per task.
+class task_builder {
+ public:
+  task_builder(snapshot::task_id id, std::size_t subtask, std::size_t parallelism,
+               buffers::result_partition* partition, std::size_t downstream_parallelism)
+      : id_(id), subtask_(subtask), parallelism_(parallelism), partition_(partition),
+        downstream_parallelism_(downstream_parallelism) {}
+
+  template <class P, class... Args>
+  P& make(Args&&... args) {
+    auto part = std::make_unique<P>(std::forward<Args>(args)...);
+    P& ref = *part;
+    parts_.push_back(std::move(part));
+    return ref;
+  }
+  void add_state(stateful& s) { states_.push_back(&s); }
+  void set_input(input_head& h) { input_ = &h; }
+  void set_source(source_head& s) { source_ = &s; }
+  void set_output(output_tail& t) { output_ = &t; }
+
+  snapshot::task_id id() const noexcept { return id_; }
+  std::size_t subtask() const noexcept { return subtask_; }
+  std::size_t parallelism() const noexcept { return parallelism_; }
+  buffers::result_partition* partition() const noexcept { return partition_; }
+  std::size_t downstream_parallelism() const noexcept { return downstream_parallelism_; }
+
+  // What the task takes over.
+  std::vector<std::unique_ptr<chain_part>> parts_;
+  std::vector<stateful*> states_;  // operator index = position
+  input_head* input_ = nullptr;
+  source_head* source_ = nullptr;
+  output_tail* output_ = nullptr;
+
+ private:
+  snapshot::task_id id_;
+  std::size_t subtask_;
+  std::size_t parallelism_;
+  buffers::result_partition* partition_;
+  std::size_t downstream_parallelism_;
+};
+
+struct stage_def {
+  std::string name;
+  std::size_t parallelism = 1;
+  std::optional<std::size_t> upstream;  // the stage feeding this one (none: a source stage)
+  std::function<void(task_builder&)> build;  // set when the stage's chain is closed by its tail
+  bool sink = false;
+};
+
+// A stable 64-bit hash of a key's encoding (FNV-1a), the same in every run.
+template <class K>
+std::uint64_t stable_hash(const K& key) {
+  std::vector<std::byte> bytes;
+  buffers::encode_to(bytes, key);
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::byte b : bytes) h = (h ^ std::to_integer<std::uint64_t>(b)) * 1099511628211ull;
+  return h;
+}
+
+template <class T>
+class stream;
+template <class K, class T>
+class keyed_stream;
+
+class job_builder {
+ public:
+  explicit job_builder(std::string name) : name_(std::move(name)) {}
+
+  // Lines of a text file; `parallelism` tasks each read a byte range (a line belongs to the range
+  // it starts in). Replayable from the byte offset each task stores in the checkpoint.
+  stream<std::string> read_lines(std::string name, std::string path, std::size_t parallelism);
+  // Lines with their 0-based line index as event time (one task; watermarks every 256 lines).
+  stream<std::pair<std::uint64_t, std::string>> read_indexed_lines(std::string name, std::string path);
+
+  const std::string& name() const noexcept { return name_; }
+  std::vector<stage_def>& stages() noexcept { return stages_; }
+  std::size_t add_stage(std::string name, std::size_t parallelism, std::optional<std::size_t> upstream) {
+    if (parallelism == 0) throw std::invalid_argument("stage '" + name + "': parallelism must be at least 1");
+    stages_.push_back(stage_def{std::move(name), parallelism, upstream, {}, false});
+    return stages_.size() - 1;
+  }
+
+ private:
+  std::string name_;
+  std::vector<stage_def> stages_;
+};
+
+template <class T>
+class stream {
+ public:
+  using attach_fn = std::function<void(task_builder&, collector<T>&)>;
+  stream(job_builder* job, std::size_t stage, attach_fn attach) : job_(job), stage_(stage), attach_(std::move(attach)) {}
+
+  template <class U>
+  stream<U> map(std::function<U(const T&)> fn) const {
+    attach_fn parent = attach_;
+    return stream<U>(job_, stage_, [parent, fn](task_builder& b, collector<U>& down) {
+      parent(b, b.make<map_op<T, U>>(fn, down));
+    });
+  }
+  stream<T> filter(std::function<bool(const T&)> keep) const {
+    attach_fn parent = attach_;
+    return stream<T>(job_, stage_, [parent, keep](task_builder& b, collector<T>& down) {
+      parent(b, b.make<filter_op<T>>(keep, down));
+    });
+  }
+  template <class U>
+  stream<U> flat_map(std::function<void(const T&, emitter<U>&)> fn) const {
+    attach_fn parent = attach_;
+    return stream<U>(job_, stage_, [parent, fn](task_builder& b, collector<U>& down) {
+      parent(b, b.make<flat_map_op<T, U>>(fn, down));
+    });
+  }
+  template <class K>
+  keyed_stream<K, T> key_by(std::function<K(const T&)> key) const {
+    return keyed_stream<K, T>(*this, std::move(key));
+  }
+
+  // Ends the stage with an exactly-once file sink: each task writes lines (format(record)) into
+  // `dir`, published when the checkpoint covering them completes. Defined in sinks.hpp.
+  void write_lines(std::string dir, std::function<std::string(const T&)> format) const;
+
+  // Ends the stage with a partition whose subpartition for a record is route(record, n), n being
+  // the next stage's parallelism.
+  void close_with_partition(std::function<std::size_t(const T&, std::size_t)> route) const {
+    attach_fn attach = attach_;
+    job_->stages()[stage_].build = [attach, route](task_builder& b) {
+      const std::size_t n = b.downstream_parallelism();
+      auto& tail = b.make<partition_tail<T>>(*b.partition(), [route, n](const T& r) { return route(r, n); });
+      b.set_output(tail);
+      attach(b, tail);
+    };
+  }
+
+  job_builder* job() const noexcept { return job_; }
+  std::size_t stage() const noexcept { return stage_; }
+  const attach_fn& attach() const noexcept { return attach_; }
+
+ private:
+  job_builder* job_;
+  std::size_t stage_;
+  attach_fn attach_;
+};
+
+template <class K, class T>
+class keyed_stream {
+ public:
+  keyed_stream(stream<T> up, std::function<K(const T&)> key) : up_(std::move(up)), key_(std::move(key)) {}
+
+  // A new stage of `parallelism` tasks: every record's key folds into its accumulator; at the end of
+  // the input each key's emit(key, acc) goes downstream.
+  template <class Acc, class Out>
+  stream<Out> aggregate(std::string name, std::size_t parallelism, std::function<void(Acc&, const T&)> fold,
+                        std::function<Out(const K&, const Acc&)> emit) const {
+    const std::size_t stage = exchange(std::move(name), parallelism);
+    auto key = key_;
+    return stream<Out>(up_.job(), stage, [key, fold, emit](task_builder& b, collector<Out>& down) {
+      using op = keyed_aggregate<K, T, Acc, Out>;
+      auto& agg = b.make<op>(typename op::functions{key, fold, emit}, down);
+      b.add_state(agg);
+      b.set_input(b.make<gate_input<T>>(agg));
+    });
+  }
+
+  // A new stage: tumbling event-time windows of `size` (time(record) is the event time); each
+  // window's emit(window_start, key, acc) goes downstream when the watermark passes its end.
+  template <class Acc, class Out>
+  stream<Out> window(std::string name, std::size_t parallelism, std::uint64_t size,
+                     std::function<std::uint64_t(const T&)> time, std::function<void(Acc&, const T&)> fold,
+                     std::function<Out(std::uint64_t, const K&, const Acc&)> emit) const {
+    const std::size_t stage = exchange(std::move(name), parallelism);
+    auto key = key_;
+    return stream<Out>(up_.job(), stage, [size, time, key, fold, emit](task_builder& b, collector<Out>& down) {
+      using op = tumbling_window_aggregate<K, T, Acc, Out>;
+      auto& win = b.make<op>(size, typename op::functions{time, key, fold, emit}, down);
+      b.add_state(win);
+      b.set_input(b.make<gate_input<T>>(win));
+    });
+  }
+
+ private:
+  std::size_t exchange(std::string name, std::size_t parallelism) const {
+    const std::size_t stage = up_.job()->add_stage(std::move(name), parallelism, up_.stage());
+    auto key = key_;
+    up_.close_with_partition([key](const T& r, std::size_t n) { return static_cast<std::size_t>(stable_hash(key(r)) % n); });
+    return stage;
+  }
+
+  stream<T> up_;
+  std::function<K(const T&)> key_;
+};
+
+}  // namespace sluice::dataflow

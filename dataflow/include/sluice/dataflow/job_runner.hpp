@@ -1,0 +1,67 @@
+#pragma once
+// run_job: runs a job graph (job.hpp) on an engine of its own until its bounded input is done, with
+// periodic checkpoints and exactly-once output.
+//
+// - Start: if the checkpoint directory holds a valid checkpoint, the job resumes from the newest one
+//   (job_result::resumed_from; the reason for any newer one skipped is logged); else it starts fresh.
+// - Placement: task t (numbered stage by stage, subtask by subtask: the same numbers every run) runs
+//   on executor t mod executors; everything of a task stays there.
+// - Channels between stages are local channels, or loopback TCP (one transport per executor) with
+//   transport = "tcp".
+// - End: when every source has passed its last record, the job takes a final checkpoint, so every
+//   sink publishes its last output, then ends its partitions and exits 0.
+// - Failure: an operator exception, an I/O error or a lost channel fails the job with a message
+//   naming the task and the cause (exit code 1); a restart resumes from the latest checkpoint.
+//   SIGINT/SIGTERM stop it (exit code 130); the next run resumes.
+
+#include <sluice/dataflow/job.hpp>
+#include <sluice/snapshot/checkpoint.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace sluice::dataflow {
+
+struct job_progress {
+  std::chrono::nanoseconds elapsed{0};
+  std::uint64_t records_in = 0;     // records taken by all non-source tasks
+  std::uint64_t source_records = 0;  // records produced by the sources
+  double backpressure = 0;           // share of partitions with no free buffer at the sample
+  snapshot::checkpoint_id last_checkpoint = snapshot::no_checkpoint;
+  std::chrono::nanoseconds last_checkpoint_duration{0};
+  std::uint64_t last_checkpoint_bytes = 0;
+  std::uint64_t checkpoints_completed = 0;
+  std::uint64_t checkpoints_aborted = 0;
+};
+
+struct job_settings {
+  std::string checkpoint_dir;
+  std::chrono::milliseconds checkpoint_interval{1000};
+  snapshot::checkpoint_mode mode = snapshot::checkpoint_mode::aligned;
+  std::chrono::milliseconds alignment_timeout{100};  // aligned_timeout
+  std::size_t retained_checkpoints = 3;
+  std::string transport = "local";  // "local" or "tcp"
+  unsigned executors = 2;
+  std::chrono::milliseconds flush_timeout{20};  // buffer timeout of every partition
+  std::size_t floating_buffers = 8;
+  bool handle_signals = true;
+  // Called on the job's first executor about every progress_interval.
+  std::function<void(const job_progress&)> on_progress;
+  std::chrono::milliseconds progress_interval{250};
+};
+
+struct job_result {
+  int exit_code = 0;
+  std::string message;  // what failed, or empty
+  std::optional<snapshot::checkpoint_id> resumed_from;
+  job_progress final;
+};
+
+// Throws std::invalid_argument for a graph that cannot run (a stage without a tail, settings out of
+// range); everything that goes wrong while running is in the result.
+job_result run_job(job_builder& job, job_settings settings);
+
+}  // namespace sluice::dataflow

@@ -1,0 +1,206 @@
+#pragma once
+// The operators a job chains inside a task (collector.hpp): stateless map, filter and flat_map, and
+// two keyed, stateful ones, a running aggregate that emits at the end of the input and a tumbling
+// event-time window aggregate that emits when the watermark passes a window's end. Keyed operators
+// sit after a key_by exchange, so every record of a key reaches the same task and its state is
+// local. Results are emitted in key order (std::map), so a run's output is deterministic.
+
+#include <sluice/buffers/codec.hpp>
+#include <sluice/dataflow/collector.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sluice::dataflow {
+
+// What flat_map's function emits into.
+template <class T>
+class emitter {
+ public:
+  explicit emitter(collector<T>& out) noexcept : out_(&out) {}
+  void emit(const T& record) { out_->collect(record); }
+
+ private:
+  collector<T>* out_;
+};
+
+template <class In, class Out>
+class map_op final : public collector<In>, public chain_part {
+ public:
+  map_op(std::function<Out(const In&)> fn, collector<Out>& out) : fn_(std::move(fn)), out_(&out) {}
+  void collect(const In& record) override { out_->collect(fn_(record)); }
+  void watermark(std::uint64_t t) override { out_->watermark(t); }
+  void end_of_data() override { out_->end_of_data(); }
+
+ private:
+  std::function<Out(const In&)> fn_;
+  collector<Out>* out_;
+};
+
+template <class T>
+class filter_op final : public collector<T>, public chain_part {
+ public:
+  filter_op(std::function<bool(const T&)> keep, collector<T>& out) : keep_(std::move(keep)), out_(&out) {}
+  void collect(const T& record) override {
+    if (keep_(record)) out_->collect(record);
+  }
+  void watermark(std::uint64_t t) override { out_->watermark(t); }
+  void end_of_data() override { out_->end_of_data(); }
+
+ private:
+  std::function<bool(const T&)> keep_;
+  collector<T>* out_;
+};
+
+template <class In, class Out>
+class flat_map_op final : public collector<In>, public chain_part {
+ public:
+  flat_map_op(std::function<void(const In&, emitter<Out>&)> fn, collector<Out>& out)
+      : fn_(std::move(fn)), emit_(out), out_(&out) {}
+  void collect(const In& record) override { fn_(record, emit_); }
+  void watermark(std::uint64_t t) override { out_->watermark(t); }
+  void end_of_data() override { out_->end_of_data(); }
+
+ private:
+  std::function<void(const In&, emitter<Out>&)> fn_;
+  emitter<Out> emit_;
+  collector<Out>* out_;
+};
+
+namespace detail {
+// State bytes: a version byte, then the codec encoding of `value`.
+template <class S>
+std::vector<std::byte> encode_state(const S& value) {
+  std::vector<std::byte> out{std::byte{1}};
+  buffers::encode_to(out, value);
+  return out;
+}
+template <class S>
+S decode_state(std::span<const std::byte> bytes, const char* what) {
+  if (bytes.empty() || bytes[0] != std::byte{1}) {
+    throw std::runtime_error(std::string("restore ") + what + ": unknown state version");
+  }
+  try {
+    return buffers::decode_from<S>(bytes.subspan(1));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("restore ") + what + ": " + e.what());
+  }
+}
+}  // namespace detail
+
+// Folds every record of a key into an accumulator; at the end of the input emits emit(key, acc) for
+// every key, in key order, once (also across a recovery: the state remembers it was done).
+template <class K, class In, class Acc, class Out>
+class keyed_aggregate final : public collector<In>, public stateful, public chain_part {
+ public:
+  struct functions {
+    std::function<K(const In&)> key;
+    std::function<void(Acc&, const In&)> fold;
+    std::function<Out(const K&, const Acc&)> emit;
+  };
+  keyed_aggregate(functions fns, collector<Out>& out) : fns_(std::move(fns)), out_(&out) {}
+
+  void collect(const In& record) override { fns_.fold(state_[fns_.key(record)], record); }
+  void watermark(std::uint64_t t) override { out_->watermark(t); }
+  void end_of_data() override {
+    if (!emitted_) {
+      for (const auto& [key, acc] : state_) out_->collect(fns_.emit(key, acc));
+      emitted_ = true;
+    }
+    out_->end_of_data();
+  }
+  std::vector<std::byte> snapshot_state() const override {
+    std::vector<std::pair<K, Acc>> entries(state_.begin(), state_.end());
+    return detail::encode_state(std::make_pair(emitted_, entries));
+  }
+  void restore_state(std::span<const std::byte> bytes) override {
+    auto [emitted, entries] =
+        detail::decode_state<std::pair<bool, std::vector<std::pair<K, Acc>>>>(bytes, "keyed aggregate");
+    emitted_ = emitted;
+    state_ = std::map<K, Acc>(entries.begin(), entries.end());
+  }
+  std::size_t keys() const noexcept { return state_.size(); }
+
+ private:
+  functions fns_;
+  collector<Out>* out_;
+  std::map<K, Acc> state_;
+  bool emitted_ = false;
+};
+
+// Tumbling event-time windows of `size` time units per key. A window [start, start + size) fires
+// (emit(start, key, acc) for each key, in key order) once the watermark reaches start + size - 1,
+// or at the end of the input. Records for a window that has fired are late: dropped and counted.
+template <class K, class In, class Acc, class Out>
+class tumbling_window_aggregate final : public collector<In>, public stateful, public chain_part {
+ public:
+  struct functions {
+    std::function<std::uint64_t(const In&)> time;
+    std::function<K(const In&)> key;
+    std::function<void(Acc&, const In&)> fold;
+    std::function<Out(std::uint64_t, const K&, const Acc&)> emit;
+  };
+  tumbling_window_aggregate(std::uint64_t size, functions fns, collector<Out>& out)
+      : size_(size), fns_(std::move(fns)), out_(&out) {
+    if (size == 0) throw std::invalid_argument("tumbling window: size must be at least 1");
+  }
+
+  void collect(const In& record) override {
+    const std::uint64_t t = fns_.time(record);
+    const std::uint64_t start = t - t % size_;
+    if (fired_through_ && start < *fired_through_) {
+      ++late_records_;
+      return;
+    }
+    fns_.fold(windows_[start][fns_.key(record)], record);
+  }
+  void watermark(std::uint64_t t) override {
+    fire([&](std::uint64_t start) { return start + size_ - 1 <= t; });
+    out_->watermark(t);
+  }
+  void end_of_data() override {
+    fire([](std::uint64_t) { return true; });
+    out_->end_of_data();
+  }
+  std::vector<std::byte> snapshot_state() const override {
+    std::vector<std::pair<std::uint64_t, std::vector<std::pair<K, Acc>>>> windows;
+    for (const auto& [start, keys] : windows_) windows.emplace_back(start, std::vector<std::pair<K, Acc>>(keys.begin(), keys.end()));
+    const std::uint64_t fired = fired_through_ ? *fired_through_ + 1 : 0;  // 0: none
+    return detail::encode_state(std::make_tuple(fired, late_records_, windows));
+  }
+  void restore_state(std::span<const std::byte> bytes) override {
+    using windows_t = std::vector<std::pair<std::uint64_t, std::vector<std::pair<K, Acc>>>>;
+    auto [fired, late, windows] =
+        detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, windows_t>>(bytes, "tumbling window");
+    fired_through_ = fired == 0 ? std::nullopt : std::optional<std::uint64_t>(fired - 1);
+    late_records_ = late;
+    windows_.clear();
+    for (auto& [start, keys] : windows) windows_[start] = std::map<K, Acc>(keys.begin(), keys.end());
+  }
+  std::uint64_t late_records() const noexcept { return late_records_; }
+
+ private:
+  template <class Due>
+  void fire(Due due) {
+    while (!windows_.empty() && due(windows_.begin()->first)) {
+      const std::uint64_t start = windows_.begin()->first;
+      for (const auto& [key, acc] : windows_.begin()->second) out_->collect(fns_.emit(start, key, acc));
+      windows_.erase(windows_.begin());
+      fired_through_ = start + size_;  // windows starting before this have fired
+    }
+  }
+
+  std::uint64_t size_;
+  functions fns_;
+  collector<Out>* out_;
+  std::map<std::uint64_t, std::map<K, Acc>> windows_;
+  std::optional<std::uint64_t> fired_through_;
+  std::uint64_t late_records_ = 0;
+};
+
+}  // namespace sluice::dataflow

@@ -1,0 +1,65 @@
+#pragma once
+// The file sink at the end of a stage: write_lines() (job.hpp). Each task of the stage owns an
+// exactly_once_file_sink: lines are staged, and published when the checkpoint that covers them
+// completes (two-phase commit; see exactly_once_file_sink.hpp).
+
+#include <sluice/dataflow/exactly_once_file_sink.hpp>
+#include <sluice/dataflow/job.hpp>
+
+#include <deque>
+#include <functional>
+#include <string>
+
+namespace sluice::dataflow {
+
+template <class T>
+class file_sink_tail final : public output_tail, public collector<T> {
+ public:
+  file_sink_tail(std::string dir, snapshot::task_id task, std::function<std::string(const T&)> format)
+      : sink_(std::move(dir), task), format_(std::move(format)) {}
+
+  void collect(const T& record) override { lines_.push_back(format_(record)); }
+  void watermark(std::uint64_t) override {}
+  void end_of_data() override {}
+
+  bool backlogged() const noexcept override { return !lines_.empty(); }
+  runtime::task<io::result<void>> drain() override {
+    while (!lines_.empty()) {
+      io::result<void> written = co_await sink_.write(lines_.front());
+      if (!written) co_return written;
+      lines_.pop_front();
+      ++records_;
+    }
+    co_return io::result<void>();
+  }
+  bool is_sink() const noexcept override { return true; }
+  runtime::task<io::result<void>> recover(std::vector<std::byte> state) override {
+    co_return co_await sink_.recover(state);
+  }
+  runtime::task<io::result<std::vector<std::byte>>> snapshot(snapshot::checkpoint_id id) override {
+    co_return co_await sink_.snapshot(id);
+  }
+  runtime::task<io::result<void>> commit(snapshot::checkpoint_id id) override { co_return co_await sink_.commit(id); }
+  runtime::task<void> close() override { co_await sink_.close(); }
+  std::uint64_t records_out() const noexcept override { return records_; }
+
+ private:
+  exactly_once_file_sink sink_;
+  std::function<std::string(const T&)> format_;
+  std::deque<std::string> lines_;
+  std::uint64_t records_ = 0;
+};
+
+template <class T>
+void stream<T>::write_lines(std::string dir, std::function<std::string(const T&)> format) const {
+  attach_fn attach = attach_;
+  stage_def& stage = job_->stages()[stage_];
+  stage.sink = true;
+  stage.build = [attach, dir, format](task_builder& b) {
+    auto& tail = b.make<file_sink_tail<T>>(dir, b.id(), format);
+    b.set_output(tail);
+    attach(b, tail);
+  };
+}
+
+}  // namespace sluice::dataflow

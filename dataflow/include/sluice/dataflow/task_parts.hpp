@@ -1,0 +1,146 @@
+#pragma once
+// The type-erased ends of a stream task's chain, and the typed adapters that make them. A stream
+// task (stream_task.hpp) drives:
+//   - a head: a source_head (a source task) or an input_head (records decoded from its input gate);
+//   - the chain of operators (collector.hpp), built by the job's typed API;
+//   - a tail: an output_tail, either a partition (records serialized and routed to the consumer
+//     channels) or a sink.
+// Chained calls are synchronous; anything that may wait (a full partition, a sink write) is queued
+// by the tail and pushed out by the task's loop through drain(), between input records. So a task
+// checks its output before it takes more input, and a full output never blocks the executor.
+
+#include <sluice/buffers/codec.hpp>
+#include <sluice/buffers/result_partition.hpp>
+#include <sluice/dataflow/collector.hpp>
+#include <sluice/io/result.hpp>
+#include <sluice/runtime/task.hpp>
+#include <sluice/snapshot/checkpoint.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace sluice::dataflow {
+
+class input_head : public chain_part {
+ public:
+  virtual void record(std::span<const std::byte> bytes) = 0;  // decode and pass down the chain
+  virtual void watermark(std::uint64_t time) = 0;
+  virtual void end_of_data() = 0;
+};
+
+enum class source_status { more, end };
+
+class source_head : public chain_part, public stateful {
+ public:
+  // After restore_state() (if any): open files, seek to the restored position.
+  virtual runtime::task<io::result<void>> open() = 0;
+  // Passes up to `max_records` records down the chain (watermarks too); `end` once exhausted, after
+  // which it has passed end_of_data down the chain.
+  virtual runtime::task<io::result<source_status>> produce(std::size_t max_records) = 0;
+  virtual std::uint64_t records_produced() const noexcept = 0;
+};
+
+class output_tail : public chain_part {
+ public:
+  // Something queued that drain() must push out before the task takes more input.
+  virtual bool backlogged() const noexcept = 0;
+  // Pushes the queue out; may wait for buffers or I/O. An error ends the task.
+  virtual runtime::task<io::result<void>> drain() = 0;
+  virtual bool is_sink() const noexcept { return false; }
+  // Sinks: their two-phase commit (exactly_once_file_sink).
+  virtual runtime::task<io::result<void>> recover(std::vector<std::byte> /*state*/) { co_return io::result<void>(); }
+  virtual runtime::task<io::result<std::vector<std::byte>>> snapshot(snapshot::checkpoint_id /*id*/) {
+    co_return std::vector<std::byte>{};
+  }
+  virtual runtime::task<io::result<void>> commit(snapshot::checkpoint_id /*id*/) { co_return io::result<void>(); }
+  virtual runtime::task<void> close() { co_return; }
+  virtual std::uint64_t records_out() const noexcept = 0;
+};
+
+// A tail whose queued records must be kept in an unaligned checkpoint: they were produced before the
+// barrier but reach the partition after it, so recovery re-sends them.
+class backlog_source {
+ public:
+  virtual ~backlog_source() = default;
+  virtual std::vector<std::byte> backlog_state() const = 0;
+};
+
+// --- typed adapters --------------------------------------------------------------------------
+
+// Decodes T from each record of the gate.
+template <class T>
+class gate_input final : public input_head {
+ public:
+  explicit gate_input(collector<T>& out) : out_(&out) {}
+  void record(std::span<const std::byte> bytes) override { out_->collect(buffers::decode_from<T>(bytes)); }
+  void watermark(std::uint64_t time) override { out_->watermark(time); }
+  void end_of_data() override { out_->end_of_data(); }
+
+ private:
+  collector<T>* out_;
+};
+
+// What a partition tail queues when a record does not fit at once.
+struct pending_output {
+  enum class kind : std::uint8_t { record, watermark, end_of_data };
+  kind what = kind::record;
+  std::size_t subpartition = 0;
+  std::vector<std::byte> bytes;  // an encoded record
+  std::uint64_t time = 0;
+};
+
+// The queue and drain of a partition tail (not a template: in partition_tail.cpp).
+class partition_queue {
+ public:
+  explicit partition_queue(buffers::result_partition& partition) : partition_(&partition) {}
+  bool empty() const noexcept { return queue_.empty(); }
+  void push(pending_output p) { queue_.push_back(std::move(p)); }
+  runtime::task<io::result<void>> drain();
+  buffers::result_partition& partition() const noexcept { return *partition_; }
+  // The queued records as (subpartition, encoded record) pairs, in order (codec encoding, versioned).
+  std::vector<std::byte> backlog_state() const;
+
+ private:
+  buffers::result_partition* partition_;
+  std::deque<pending_output> queue_;
+};
+
+// Serializes T into the task's partition, to the subpartition route(record) picks.
+template <class T>
+class partition_tail final : public output_tail, public collector<T>, public backlog_source {
+ public:
+  partition_tail(buffers::result_partition& partition, std::function<std::size_t(const T&)> route)
+      : queue_(partition), route_(std::move(route)) {}
+
+  void collect(const T& record) override {
+    const std::size_t sub = route_(record);
+    ++records_;
+    if (queue_.empty() && queue_.partition().try_emit(record, sub)) return;
+    pending_output p;
+    p.subpartition = sub;
+    buffers::encode_to(p.bytes, record);
+    queue_.push(std::move(p));
+  }
+  void watermark(std::uint64_t time) override {
+    queue_.push(pending_output{pending_output::kind::watermark, 0, {}, time});
+  }
+  void end_of_data() override { queue_.push(pending_output{pending_output::kind::end_of_data, 0, {}, 0}); }
+
+  bool backlogged() const noexcept override { return !queue_.empty(); }
+  runtime::task<io::result<void>> drain() override { return queue_.drain(); }
+  std::uint64_t records_out() const noexcept override { return records_; }
+  std::vector<std::byte> backlog_state() const override { return queue_.backlog_state(); }
+
+ private:
+  partition_queue queue_;
+  std::function<std::size_t(const T&)> route_;
+  std::uint64_t records_ = 0;
+};
+
+}  // namespace sluice::dataflow

@@ -1,0 +1,425 @@
+// run_job: places a job's tasks on an engine, wires their channels, runs the coordinator, and ends
+// the job with a final checkpoint (job_runner.hpp).
+#include "stream_task.hpp"
+
+#include <sluice/buffers/local_channel.hpp>
+#include <sluice/buffers/segment.hpp>
+#include <sluice/buffers/tcp_transport.hpp>
+#include <sluice/dataflow/job_runner.hpp>
+#include <sluice/runtime/engine.hpp>
+#include <sluice/runtime/log.hpp>
+#include <sluice/runtime/run_on.hpp>
+#include <sluice/runtime/scope.hpp>
+#include <sluice/runtime/timer.hpp>
+#include <sluice/runtime/when_all.hpp>
+#include <sluice/snapshot/recovery_plan.hpp>
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace sluice::dataflow {
+
+namespace rt = sluice::runtime;
+namespace bf = sluice::buffers;
+namespace ss = sluice::snapshot;
+using detail::stream_task;
+
+namespace {
+
+constexpr std::size_t segment_bytes = bf::default_segment_bytes;
+
+// One task and what it owns, all made (and destroyed) on its executor.
+struct task_slot {
+  ss::task_id id = 0;
+  std::size_t stage = 0;
+  std::size_t subtask = 0;
+  rt::executor* executor = nullptr;
+  std::size_t executor_index = 0;
+  std::unique_ptr<bf::local_buffer_pool> out_pool;
+  std::unique_ptr<bf::result_partition> partition;
+  std::unique_ptr<bf::local_buffer_pool> in_pool;
+  std::unique_ptr<bf::input_gate> gate;
+  std::unique_ptr<bf::gate_credit_pump> pump;
+  std::unique_ptr<stream_task> task;
+  std::vector<std::unique_ptr<bf::local_channel>> senders;  // local channels out of `partition`
+  std::vector<bf::remote_input*> remote_inputs;
+  bool ended = false;
+};
+
+struct stage_shape {
+  std::size_t first_task = 0;
+  std::size_t parallelism = 1;
+  std::optional<std::size_t> downstream;
+};
+
+class runner final : public detail::task_listener {
+ public:
+  runner(job_builder& job, job_settings settings, rt::engine& eng, bf::network_memory& memory)
+      : job_(job), settings_(std::move(settings)), engine_(eng), memory_(memory) {}
+
+  rt::task<job_result> run();
+
+  void source_finished(ss::task_id) override {
+    if (++sources_finished_ == sources_) all_sources_finished_.set();
+  }
+  void task_ended(ss::task_id id, std::optional<std::string> failure) override {
+    slots_[id].ended = true;
+    ++tasks_ended_;
+    if (failure && !failure_) {
+      failure_ = std::move(failure);
+      runtime::log::error("job {}: {}", job_.name(), *failure_);
+      tasks_scope_.request_stop();
+      all_sources_finished_.set();  // wakes the controller, which sees the failure
+    }
+    if (tasks_ended_ == slots_.size()) all_ended_.set();
+  }
+
+ private:
+  rt::task<void> make_task(task_slot* slot, const ss::task_state* recovered);
+  rt::task<void> connect_local(task_slot* consumer);
+  rt::task<void> start_transport(std::size_t executor);
+  rt::task<void> serve(task_slot* slot);
+  rt::task<void> open_remote(task_slot* consumer);
+  rt::task<void> wait_remote_closed(task_slot* slot);
+  rt::task<void> destroy(task_slot* slot);
+  rt::task<void> close_transport(std::size_t executor);
+  rt::task<void> controller();
+  rt::task<void> run_task(task_slot* slot);
+  rt::task<void> run_helpers(task_slot* slot);
+  rt::task<void> sample(task_slot* slot, job_progress* p);
+  rt::task<job_progress> progress();
+  rt::task<void> report_progress();
+  rt::task<void> wait_all_ended() { co_await all_ended_.wait(); }
+
+  job_builder& job_;
+  job_settings settings_;
+  rt::engine& engine_;
+  bf::network_memory& memory_;
+  std::optional<ss::checkpoint_storage> storage_;
+  std::optional<ss::coordinator> coordinator_;
+  std::vector<stage_shape> shapes_;
+  std::vector<task_slot> slots_;
+  std::vector<std::unique_ptr<bf::tcp_transport>> transports_;
+  std::size_t sources_ = 0;
+  std::size_t sources_finished_ = 0;
+  std::size_t tasks_ended_ = 0;
+  std::optional<std::string> failure_;
+  rt::event all_sources_finished_;
+  rt::event all_ended_;
+  rt::scope tasks_scope_;
+  std::chrono::steady_clock::time_point started_{};
+};
+
+rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovered) {
+  const stage_def& stage = job_.stages()[slot->stage];
+  const stage_shape& shape = shapes_[slot->stage];
+  std::size_t downstream_parallelism = 0;
+  if (shape.downstream) {
+    downstream_parallelism = shapes_[*shape.downstream].parallelism;
+    const std::size_t max = 3 * downstream_parallelism + 8;
+    slot->out_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, max);
+    slot->partition = std::make_unique<bf::result_partition>(
+        *slot->out_pool, bf::partition_options{.subpartitions = downstream_parallelism, .flush_timeout = settings_.flush_timeout});
+  }
+  if (stage.upstream) {
+    const std::size_t channels = shapes_[*stage.upstream].parallelism;
+    slot->in_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 2 * channels,
+                                                            2 * channels + settings_.floating_buffers);
+    slot->gate = std::make_unique<bf::input_gate>(
+        *slot->in_pool, bf::gate_options{.channels = channels, .exclusive_per_channel = 2, .floating = settings_.floating_buffers});
+    slot->pump = std::make_unique<bf::gate_credit_pump>(*slot->gate);
+  }
+  task_builder b(slot->id, slot->subtask, shape.parallelism, slot->partition.get(), downstream_parallelism);
+  stage.build(b);
+  if (b.output_ == nullptr || (b.source_ == nullptr) == (b.input_ == nullptr)) {
+    throw std::logic_error(fmt::format("stage '{}' built an incomplete chain", stage.name));
+  }
+  detail::task_wiring w;
+  w.id = slot->id;
+  w.name = fmt::format("{}#{}", stage.name, slot->subtask);
+  w.executor = slot->executor;
+  w.runner = &engine_.at(0);
+  w.listener = this;
+  w.coordinator = &*coordinator_;
+  w.storage = &*storage_;
+  w.mode = settings_.mode;
+  w.alignment_timeout = settings_.alignment_timeout;
+  w.gate = slot->gate.get();
+  w.partition = slot->partition.get();
+  w.recovered = recovered;
+  slot->task = std::make_unique<stream_task>(std::move(w), std::move(b));
+  co_return;
+}
+
+// On the consumer's executor: connects the gate's channel j to task j of the upstream stage.
+rt::task<void> runner::connect_local(task_slot* consumer) {
+  const std::size_t up = *job_.stages()[consumer->stage].upstream;
+  for (std::uint32_t j = 0; j < shapes_[up].parallelism; ++j) {
+    task_slot& producer = slots_[shapes_[up].first_task + j];
+    producer.senders.push_back(std::make_unique<bf::local_channel>(*producer.partition, consumer->subtask, *producer.executor,
+                                                                   *consumer->gate, j, *consumer->executor));
+    consumer->pump->connect(j, *producer.senders.back());
+  }
+  co_return;
+}
+
+rt::task<void> runner::start_transport(std::size_t executor) {
+  io::result<std::unique_ptr<bf::tcp_transport>> t = co_await bf::tcp_transport::start(io::address::loopback_v4());
+  if (!t) throw std::runtime_error(t.error().message());
+  transports_[executor] = std::move(t).value();
+}
+
+rt::task<void> runner::serve(task_slot* slot) {
+  transports_[slot->executor_index]->serve_partition(slot->id, *slot->partition);
+  co_return;
+}
+
+rt::task<void> runner::open_remote(task_slot* consumer) {
+  const std::size_t up = *job_.stages()[consumer->stage].upstream;
+  for (std::uint32_t j = 0; j < shapes_[up].parallelism; ++j) {
+    task_slot& producer = slots_[shapes_[up].first_task + j];
+    const io::address peer = transports_[producer.executor_index]->local_address();
+    bf::remote_input& in = transports_[consumer->executor_index]->open_input(
+        peer, producer.id, static_cast<std::uint32_t>(consumer->subtask), *consumer->gate, j);
+    consumer->pump->connect(j, in);
+    consumer->remote_inputs.push_back(&in);
+  }
+  co_return;
+}
+
+rt::task<void> runner::wait_remote_closed(task_slot* slot) {
+  for (bf::remote_input* in : slot->remote_inputs) (void)co_await in->wait_closed();
+}
+
+rt::task<void> runner::close_transport(std::size_t executor) {
+  if (transports_[executor]) co_await transports_[executor]->close();
+}
+
+rt::task<void> runner::destroy(task_slot* slot) {
+  slot->task.reset();
+  slot->pump.reset();
+  slot->gate.reset();
+  // Buffers this task's consumers released come home by post: let them arrive.
+  for (int i = 0; i < 100'000 && slot->out_pool && slot->out_pool->in_use() > 0; ++i) co_await rt::yield();
+  slot->partition.reset();
+  slot->in_pool.reset();
+  slot->out_pool.reset();
+}
+
+rt::task<void> runner::run_task(task_slot* slot) { co_await rt::run_on(slot->executor, slot->task->run()); }
+
+namespace {
+rt::task<void> join_all(std::vector<rt::task<void>> jobs) { co_await rt::when_all(std::move(jobs)); }
+}  // namespace
+
+// The partition's flusher and senders, and the gate's credit pump: they end with the data.
+rt::task<void> runner::run_helpers(task_slot* slot) {
+  std::vector<rt::task<void>> jobs;
+  if (slot->partition) jobs.push_back(slot->partition->run_flusher());
+  for (auto& s : slot->senders) jobs.push_back(s->sender().run());
+  if (slot->pump) jobs.push_back(slot->pump->run());
+  co_await rt::run_on(slot->executor, join_all(std::move(jobs)));
+}
+
+rt::task<void> runner::controller() {
+  co_await all_sources_finished_.wait();
+  if (failure_) co_return;
+  // The final checkpoint: every sink publishes what it staged.
+  for (int attempt = 1;; ++attempt) {
+    ss::checkpoint_outcome outcome = co_await coordinator_->trigger_now();
+    if (outcome.completed()) break;
+    if (failure_) co_return;
+    if (attempt == 5) {
+      failure_ = fmt::format("the final checkpoint failed 5 times, last: {} ({})", ss::to_string(outcome.reason),
+                             outcome.detail);
+      tasks_scope_.request_stop();
+      co_return;
+    }
+    runtime::log::warn("job {}: final checkpoint aborted ({}: {}); retrying", job_.name(), ss::to_string(outcome.reason),
+                       outcome.detail);
+  }
+  for (task_slot& slot : slots_) {
+    if (slot.task->is_source()) {
+      stream_task* t = slot.task.get();
+      slot.executor->post([t] { t->finish_input(); });
+    }
+  }
+}
+
+rt::task<void> runner::sample(task_slot* slot, job_progress* p) {
+  if (slot->task->is_source()) {
+    // (the source's count lives in its head; records_in counts what non-sources took)
+  } else {
+    p->records_in += slot->task->records_in();
+  }
+  if (slot->partition && !slot->partition->finished() && !slot->partition->writable()) p->backpressure += 1;
+  co_return;
+}
+
+rt::task<job_progress> runner::progress() {
+  job_progress p;
+  std::size_t partitions = 0;
+  for (task_slot& slot : slots_) {
+    if (!slot.task) continue;
+    partitions += slot.partition ? 1 : 0;
+    co_await rt::run_on(slot.executor, sample(&slot, &p));
+  }
+  p.backpressure = partitions > 0 ? p.backpressure / static_cast<double>(partitions) : 0;
+  p.elapsed = std::chrono::steady_clock::now() - started_;
+  for (const ss::checkpoint_stats& s : coordinator_->stats()) {
+    if (s.outcome.completed()) {
+      ++p.checkpoints_completed;
+      p.last_checkpoint = s.id;
+      p.last_checkpoint_duration = s.duration;
+      p.last_checkpoint_bytes = s.operator_state_bytes + s.channel_state_bytes;
+    } else {
+      ++p.checkpoints_aborted;
+    }
+  }
+  co_return p;
+}
+
+rt::task<void> runner::report_progress() {
+  while (!all_ended_.is_set()) {
+    const bool done = co_await rt::with_timeout(wait_all_ended(), settings_.progress_interval);
+    if (done) break;
+    job_progress p = co_await progress();
+    settings_.on_progress(p);
+  }
+}
+
+rt::task<job_result> runner::run() {
+  job_result result;
+  started_ = std::chrono::steady_clock::now();
+  // --- the graph ------------------------------------------------------------------------------
+  auto& stages = job_.stages();
+  if (stages.empty()) throw std::invalid_argument("job has no stages");
+  shapes_.resize(stages.size());
+  std::size_t next_task = 0;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    if (!stages[s].build) throw std::invalid_argument(fmt::format("stage '{}' has no output (add a sink)", stages[s].name));
+    shapes_[s].first_task = next_task;
+    shapes_[s].parallelism = stages[s].parallelism;
+    next_task += stages[s].parallelism;
+    if (stages[s].upstream) shapes_[*stages[s].upstream].downstream = s;
+    if (!stages[s].upstream) sources_ += stages[s].parallelism;
+  }
+  slots_.resize(next_task);
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    for (std::size_t i = 0; i < shapes_[s].parallelism; ++i) {
+      task_slot& slot = slots_[shapes_[s].first_task + i];
+      slot.id = static_cast<ss::task_id>(shapes_[s].first_task + i);
+      slot.stage = s;
+      slot.subtask = i;
+      slot.executor_index = slot.id % engine_.size();
+      slot.executor = &engine_.at(slot.executor_index);
+    }
+  }
+
+  // --- recovery -------------------------------------------------------------------------------
+  storage_.emplace(settings_.checkpoint_dir, ss::storage_options{settings_.retained_checkpoints});
+  io::result<ss::recovery_plan> plan = co_await ss::plan_recovery(*storage_);
+  if (!plan) {
+    result.exit_code = 1;
+    result.message = plan.error().message();
+    co_return result;
+  }
+  if (plan.value().checkpoint) {
+    result.resumed_from = plan.value().recovered_id();
+    runtime::log::info("job {}: resuming from checkpoint {}", job_.name(), *result.resumed_from);
+  }
+  ss::coordinator_options copts;
+  copts.interval = settings_.checkpoint_interval;
+  copts.min_pause = settings_.checkpoint_interval / 2;
+  copts.mode = settings_.mode;
+  copts.alignment_timeout = settings_.alignment_timeout;
+  copts.expected_tasks = slots_.size();
+  copts.first_checkpoint_id = plan.value().next_checkpoint_id;
+  copts.verify_state_files = false;
+  coordinator_.emplace(engine_.at(0), *storage_, copts);
+
+  // --- tasks and channels -------------------------------------------------------------------------
+  for (task_slot& slot : slots_) {
+    const ss::task_state* recovered = nullptr;
+    if (auto it = plan.value().tasks.find(slot.id); it != plan.value().tasks.end()) recovered = &it->second.state;
+    co_await rt::run_on(slot.executor, make_task(&slot, recovered));
+  }
+  if (settings_.transport == "tcp") {
+    transports_.resize(engine_.size());
+    for (std::size_t e = 0; e < engine_.size(); ++e) co_await rt::run_on(&engine_.at(e), start_transport(e));
+    for (task_slot& slot : slots_) {
+      if (slot.partition) co_await rt::run_on(slot.executor, serve(&slot));
+    }
+    for (task_slot& slot : slots_) {
+      if (slot.gate) co_await rt::run_on(slot.executor, open_remote(&slot));
+    }
+  } else {
+    for (task_slot& slot : slots_) {
+      if (slot.gate) co_await rt::run_on(slot.executor, connect_local(&slot));
+    }
+  }
+  for (task_slot& slot : slots_) coordinator_->add_participant(*slot.task);
+  coordinator_->start();
+
+  // --- run ------------------------------------------------------------------------------------------
+  for (task_slot& slot : slots_) {
+    tasks_scope_.spawn(run_task(&slot));
+    tasks_scope_.spawn(run_helpers(&slot));
+  }
+  tasks_scope_.spawn(controller());
+  if (settings_.on_progress) tasks_scope_.spawn(report_progress());
+  co_await tasks_scope_.join();
+
+  // --- end ----------------------------------------------------------------------------------------
+  result.final = co_await progress();
+  co_await coordinator_->stop();
+  for (task_slot& slot : slots_) co_await coordinator_->remove_participant(slot.id, "job ended");
+  for (task_slot& slot : slots_) {
+    if (!slot.remote_inputs.empty() && !failure_) co_await rt::run_on(slot.executor, wait_remote_closed(&slot));
+  }
+  for (std::size_t e = 0; e < transports_.size(); ++e) co_await rt::run_on(&engine_.at(e), close_transport(e));
+  for (task_slot& slot : slots_) co_await rt::run_on(slot.executor, destroy(&slot));
+  if (failure_) {
+    result.exit_code = 1;
+    result.message = *failure_;
+  }
+  co_return result;
+}
+
+}  // namespace
+
+job_result run_job(job_builder& job, job_settings settings) {
+  if (settings.checkpoint_dir.empty()) throw std::invalid_argument("job settings: a checkpoint directory is required");
+  if (settings.executors == 0) throw std::invalid_argument("job settings: at least one executor");
+  if (settings.transport != "local" && settings.transport != "tcp") {
+    throw std::invalid_argument("job settings: transport must be local or tcp, not '" + settings.transport + "'");
+  }
+  // Network memory: every executor gets the share of the most demanding one.
+  std::size_t tasks = 0;
+  std::size_t widest = 1;
+  for (const stage_def& s : job.stages()) {
+    tasks += s.parallelism;
+    widest = std::max(widest, s.parallelism);
+  }
+  const std::size_t per_task = (3 * widest + 8) + (2 * widest + settings.floating_buffers);
+  const std::size_t per_executor = per_task * ((tasks + settings.executors - 1) / settings.executors) + 16;
+  bf::network_memory memory(per_executor * settings.executors * segment_bytes, segment_bytes, settings.executors);
+
+  job_result result;
+  {
+    rt::engine eng({.executors = settings.executors, .handle_signals = settings.handle_signals});
+    auto r = std::make_unique<runner>(job, std::move(settings), eng, memory);
+    result = eng.block_on(r->run());
+    if (eng.stop_signal() != 0) {
+      result.exit_code = 130;
+      result.message = fmt::format("stopped by signal {}", eng.stop_signal());
+    }
+    eng.stop();
+    r.reset();  // after every executor stopped: nothing is posted to its parts any more
+  }
+  return result;
+}
+
+}  // namespace sluice::dataflow

@@ -1,0 +1,131 @@
+#include <sluice/dataflow/job.hpp>
+#include <sluice/dataflow/sources.hpp>
+
+#include <tuple>
+
+namespace sluice::dataflow {
+
+// --- line_source -----------------------------------------------------------------------------------
+
+runtime::task<io::result<void>> line_source::open() {
+  // The range is fixed by the file's size at the first start; a restart finds it in the state.
+  io::result<line_file_reader> probe = co_await line_file_reader::open(path_, 0);
+  if (!probe) co_return std::move(probe).error();
+  const std::uint64_t size = probe.value().file_size();
+  (void)co_await probe.value().close();
+  end_offset_ = size * (subtask_ + 1) / parallelism_;
+  std::uint64_t start = size * subtask_ / parallelism_;
+  if (restored_offset_) {
+    start = *restored_offset_;
+  } else if (start > 0) {
+    // The line that crosses into the range belongs to the previous one: skip it.
+    io::result<line_file_reader> r = co_await line_file_reader::open(path_, start - 1);
+    if (!r) co_return std::move(r).error();
+    io::result<std::optional<std::string_view>> skipped = co_await r.value().next_line();
+    if (!skipped) co_return std::move(skipped).error();
+    start = r.value().offset_bytes();
+    (void)co_await r.value().close();
+  }
+  io::result<line_file_reader> reader = co_await line_file_reader::open(path_, start);
+  if (!reader) co_return std::move(reader).error();
+  reader_.emplace(std::move(reader).value());
+  co_return io::result<void>();
+}
+
+runtime::task<io::result<source_status>> line_source::produce(std::size_t max_records) {
+  if (ended_) {
+    out_->end_of_data();  // again after a restore: downstream needs it, and emits nothing twice
+    co_return source_status::end;
+  }
+  for (std::size_t i = 0; i < max_records; ++i) {
+    if (reader_->offset_bytes() >= end_offset_) {
+      ended_ = true;
+      break;
+    }
+    io::result<std::optional<std::string_view>> line = co_await reader_->next_line();
+    if (!line) co_return std::move(line).error();
+    if (!line.value()) {
+      ended_ = true;
+      break;
+    }
+    ++records_;
+    out_->collect(std::string(*line.value()));
+  }
+  if (!ended_) co_return source_status::more;
+  out_->end_of_data();
+  co_return source_status::end;
+}
+
+std::vector<std::byte> line_source::snapshot_state() const {
+  const std::uint64_t offset = reader_ ? reader_->offset_bytes() : restored_offset_.value_or(0);
+  return detail::encode_state(std::make_tuple(offset, end_offset_, ended_));
+}
+
+void line_source::restore_state(std::span<const std::byte> bytes) {
+  auto [offset, end, ended] = detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, bool>>(bytes, "line source");
+  restored_offset_ = offset;
+  (void)end;
+  ended_ = ended;
+}
+
+// --- indexed_line_source ---------------------------------------------------------------------------
+
+runtime::task<io::result<void>> indexed_line_source::open() {
+  io::result<line_file_reader> reader = co_await line_file_reader::open(path_, offset_);
+  if (!reader) co_return std::move(reader).error();
+  reader_.emplace(std::move(reader).value());
+  co_return io::result<void>();
+}
+
+runtime::task<io::result<source_status>> indexed_line_source::produce(std::size_t max_records) {
+  if (!ended_) {
+    for (std::size_t i = 0; i < max_records; ++i) {
+      io::result<std::optional<std::string_view>> line = co_await reader_->next_line();
+      if (!line) co_return std::move(line).error();
+      if (!line.value()) {
+        ended_ = true;
+        break;
+      }
+      ++records_;
+      out_->collect(std::make_pair(next_index_, std::string(*line.value())));
+      ++next_index_;
+      if (next_index_ % watermark_every == 0) out_->watermark(next_index_ - 1);
+    }
+    offset_ = reader_->offset_bytes();
+    if (!ended_) co_return source_status::more;
+  }
+  if (next_index_ > 0) out_->watermark(next_index_ - 1);
+  out_->end_of_data();
+  co_return source_status::end;
+}
+
+std::vector<std::byte> indexed_line_source::snapshot_state() const {
+  return detail::encode_state(std::make_tuple(offset_, next_index_, ended_));
+}
+
+void indexed_line_source::restore_state(std::span<const std::byte> bytes) {
+  auto [offset, index, ended] =
+      detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, bool>>(bytes, "indexed line source");
+  offset_ = offset;
+  next_index_ = index;
+  ended_ = ended;
+}
+
+// --- job_builder -----------------------------------------------------------------------------------
+
+stream<std::string> job_builder::read_lines(std::string name, std::string path, std::size_t parallelism) {
+  const std::size_t stage = add_stage(std::move(name), parallelism, std::nullopt);
+  return stream<std::string>(this, stage, [path](task_builder& b, collector<std::string>& down) {
+    b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down));
+  });
+}
+
+stream<std::pair<std::uint64_t, std::string>> job_builder::read_indexed_lines(std::string name, std::string path) {
+  const std::size_t stage = add_stage(std::move(name), 1, std::nullopt);
+  return stream<std::pair<std::uint64_t, std::string>>(
+      this, stage, [path](task_builder& b, collector<std::pair<std::uint64_t, std::string>>& down) {
+        b.set_source(b.make<indexed_line_source>(path, down));
+      });
+}
+
+}  // namespace sluice::dataflow

@@ -1,0 +1,475 @@
+#include "stream_task.hpp"
+
+#include <sluice/buffers/event_codec.hpp>
+#include <sluice/runtime/log.hpp>
+#include <sluice/runtime/timer.hpp>
+#include <sluice/runtime/when_any.hpp>
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace sluice::dataflow::detail {
+
+namespace rt = sluice::runtime;
+namespace bf = sluice::buffers;
+namespace ss = sluice::snapshot;
+
+namespace {
+
+constexpr std::size_t source_batch_records = 512;
+constexpr std::size_t input_batch_records = 1024;
+
+// The records of recovered channel state: whole length-prefixed records, one after another.
+template <class F>
+void for_each_record(std::span<const std::byte> bytes, F&& f) {
+  std::size_t at = 0;
+  while (at + bf::record_length_bytes <= bytes.size()) {
+    std::uint32_t n;
+    std::memcpy(&n, bytes.data() + at, sizeof n);
+    at += bf::record_length_bytes;
+    if (at + n > bytes.size()) throw std::runtime_error("recovered channel state ends inside a record");
+    f(bytes.subspan(at, n));
+    at += n;
+  }
+  if (at != bytes.size()) throw std::runtime_error("recovered channel state ends inside a record length");
+}
+
+rt::task<std::optional<bf::buffer_view>> event_view(bf::local_buffer_pool* pool, bf::gate_event event) {
+  std::optional<bf::buffer> b = co_await pool->request();
+  if (!b) co_return std::nullopt;
+  b->set_kind(bf::buffer_kind::event);
+  b->commit(bf::encode_event(event, b->writable()));
+  co_return b->retain();
+}
+
+rt::task<std::optional<bf::gate_item>> next_item(bf::input_gate* gate) { co_return co_await gate->next(); }
+rt::task<bool> wait_event(rt::event* e) { co_return co_await e->wait(); }
+rt::task<bool> wait_writable(bf::result_partition* p) { co_return co_await p->wait_writable(); }
+rt::task<bool> wait_priority(bf::input_gate* g) { co_return co_await g->wait_priority(); }
+rt::task<bool> sleep_until(std::chrono::steady_clock::time_point t) { co_return co_await rt::sleep_until(t); }
+
+}  // namespace
+
+stream_task::stream_task(task_wiring wiring, task_builder built)
+    : wiring_(std::move(wiring)), built_(std::move(built)), writer_(wiring_.id) {
+  if (wiring_.gate != nullptr) {
+    handler_.emplace(*wiring_.gate, ss::handler_options{wiring_.mode, wiring_.alignment_timeout});
+    const std::size_t n = wiring_.gate->channels();
+    deserializers_.resize(n);
+    watermarks_.assign(n, 0);
+    data_ended_.assign(n, false);
+  }
+}
+
+stream_task::~stream_task() = default;
+
+io::error stream_task::failure(std::string what) const {
+  return io::error(std::make_error_code(std::errc::io_error), fmt::format("task {}: {}", wiring_.name, what));
+}
+
+// --- messages (posted to the task's executor) -----------------------------------------------------
+
+void stream_task::post_message(message m) {
+  mailbox_.push_back(std::move(m));
+  wake_.set();
+}
+void stream_task::trigger_checkpoint(ss::checkpoint_id id, ss::checkpoint_mode mode, const ss::trigger_options&) {
+  post_message(trigger_msg{id, mode});
+}
+void stream_task::notify_checkpoint_complete(ss::checkpoint_id id) { post_message(complete_msg{id}); }
+void stream_task::notify_checkpoint_aborted(ss::checkpoint_id id, ss::abort_reason reason, std::string_view detail) {
+  post_message(abort_msg{id, reason, std::string(detail)});
+}
+void stream_task::finish_input() { post_message(finish_msg{}); }
+
+// --- the loop ----------------------------------------------------------------------------------------
+
+rt::task<void> stream_task::run() {
+  std::optional<std::string> failed;
+  try {
+    io::result<void> ok = co_await restore();
+    while (ok) {
+      ok = co_await handle_mailbox();
+      if (!ok) break;
+      if (built_.output_->backlogged()) {
+        ok = co_await built_.output_->drain();
+        continue;
+      }
+      if (built_.source_ != nullptr) {
+        if (finish_requested_) break;
+        ok = co_await step_source();
+        continue;
+      }
+      if (wiring_.gate->finished() && !(current_channel_ && !deserializers_[*current_channel_].needs_buffer())) break;
+      ok = co_await step_input();
+    }
+    if (ok) ok = co_await handle_mailbox();  // a commit that came with the end
+    if (ok && built_.output_->backlogged()) ok = co_await built_.output_->drain();
+    if (ok && wiring_.partition != nullptr && !wiring_.partition->finished()) {
+      const bool finished = co_await wiring_.partition->finish();
+      if (!finished) ok = failure("could not end its output partition");
+    }
+    if (!ok) failed = ok.error().message();
+  } catch (const std::exception& e) {
+    failed = fmt::format("task {}: {}", wiring_.name, e.what());
+  }
+  const std::stop_token stop = co_await rt::current_stop_token();
+  if (failed && stop.stop_requested()) failed.reset();  // stopped by the job, not failed
+  co_await built_.output_->close();
+  co_await writer_.close();
+  co_await watchers_.join();
+  ss::task_id id = wiring_.id;
+  task_listener* listener = wiring_.listener;
+  wiring_.runner->post([listener, id, failed] { listener->task_ended(id, failed); });
+}
+
+rt::task<io::result<void>> stream_task::restore() {
+  io::result<void> recovered = io::result<void>();
+  const ss::task_state* state = wiring_.recovered;
+  std::vector<std::byte> sink_state;
+  if (state != nullptr) {
+    const auto& ops = state->operator_state;
+    for (std::uint32_t i = 0; i < built_.states_.size(); ++i) {
+      if (auto it = ops.find(i); it != ops.end()) built_.states_[i]->restore_state(it->second);
+    }
+    if (built_.source_ != nullptr) {
+      if (auto it = ops.find(source_index); it != ops.end()) built_.source_->restore_state(it->second);
+    }
+    if (auto it = ops.find(sink_index); it != ops.end()) sink_state = it->second;
+  }
+  if (built_.output_->is_sink()) {
+    recovered = co_await built_.output_->recover(sink_state);
+    if (!recovered) co_return recovered;
+  }
+  if (built_.source_ != nullptr) {
+    recovered = co_await built_.source_->open();
+    if (!recovered) co_return recovered;
+  }
+  if (state == nullptr) co_return recovered;
+
+  // Output first: what the barrier overtook, then what the tail had queued, before anything new.
+  if (wiring_.partition != nullptr) {
+    for (const auto& [key, bytes] : state->output_channels) {
+      const std::size_t sub = key.index;
+      std::vector<std::vector<std::byte>> records;
+      for_each_record(bytes, [&](std::span<const std::byte> r) { records.emplace_back(r.begin(), r.end()); });
+      for (const auto& r : records) {
+        const bool ok = co_await wiring_.partition->emit_bytes(r, sub);
+        if (!ok) co_return failure("could not re-send recovered output");
+      }
+    }
+    if (auto it = state->operator_state.find(backlog_index); it != state->operator_state.end()) {
+      auto backlog = dataflow::detail::decode_state<std::vector<std::pair<std::uint64_t, std::vector<std::byte>>>>(
+          it->second, "output backlog");
+      for (const auto& [sub, r] : backlog) {
+        const bool ok = co_await wiring_.partition->emit_bytes(r, static_cast<std::size_t>(sub));
+        if (!ok) co_return failure("could not re-send the recovered output backlog");
+      }
+    }
+  }
+  // Then recovered input, before any new input (invariant 8); a barrier meanwhile is "not ready".
+  if (built_.input_ != nullptr && !state->input_channels.empty()) {
+    (void)handler_->set_replaying(true);
+    for (const auto& [key, bytes] : state->input_channels) {
+      for_each_record(bytes, [&](std::span<const std::byte> r) {
+        built_.input_->record(r);
+        ++records_in_;
+      });
+      if (built_.output_->backlogged()) {
+        io::result<void> drained = co_await built_.output_->drain();
+        if (!drained) co_return drained;
+      }
+    }
+    (void)handler_->set_replaying(false);
+    runtime::log::info("task {}: replayed recovered input channel state", wiring_.name);
+  }
+  co_return io::result<void>();
+}
+
+rt::task<io::result<void>> stream_task::handle_mailbox() {
+  while (!mailbox_.empty()) {
+    message m = std::move(mailbox_.front());
+    mailbox_.pop_front();
+    if (auto* t = std::get_if<trigger_msg>(&m)) {
+      if (built_.output_->backlogged() && t->mode != ss::checkpoint_mode::unaligned) {
+        io::result<void> drained = co_await built_.output_->drain();
+        if (!drained) co_return drained;
+      }
+      io::result<void> r = co_await snapshot(t->id, t->mode);
+      if (!r) co_return r;
+    } else if (auto* c = std::get_if<complete_msg>(&m)) {
+      io::result<void> r = co_await built_.output_->commit(c->id);
+      if (!r) co_return r;
+    } else if (auto* a = std::get_if<abort_msg>(&m)) {
+      writer_.abort(a->id, a->reason, a->detail);
+      if (handler_) {
+        io::result<void> r = co_await perform(handler_->abort(a->id, a->reason, a->detail));
+        if (!r) co_return r;
+      }
+    } else {
+      finish_requested_ = true;
+    }
+  }
+  wake_.reset();
+  co_return io::result<void>();
+}
+
+rt::task<io::result<void>> stream_task::step_source() {
+  if (source_ended_) {
+    // Wait for a trigger (the final checkpoint) or the order to finish.
+    const bool woke = co_await wake_.wait();
+    if (!woke) co_return failure("stopped");
+    co_return io::result<void>();
+  }
+  if (wiring_.partition != nullptr && !wiring_.partition->writable()) {
+    auto r = co_await rt::when_any(wait_writable(wiring_.partition), wait_event(&wake_));
+    (void)r;
+    co_return io::result<void>();
+  }
+  io::result<source_status> status = co_await built_.source_->produce(source_batch_records);
+  if (!status) co_return std::move(status).error();
+  if (status.value() == source_status::end) {
+    source_ended_ = true;
+    task_listener* listener = wiring_.listener;
+    ss::task_id id = wiring_.id;
+    wiring_.runner->post([listener, id] { listener->source_finished(id); });
+  }
+  co_return io::result<void>();
+}
+
+rt::task<io::result<void>> stream_task::step_input() {
+  bf::input_gate& gate = *wiring_.gate;
+  const bool reading = current_channel_ && !deserializers_[*current_channel_].needs_buffer();
+  if (reading && !gate.has_priority()) {
+    if (wiring_.partition != nullptr && !wiring_.partition->writable()) {
+      // Output full: wait for a buffer, a priority event or a message; never block the executor.
+      auto r = co_await rt::when_any(wait_writable(wiring_.partition), wait_priority(&gate), wait_event(&wake_));
+      (void)r;
+      co_return io::result<void>();
+    }
+    process_records();
+    co_return io::result<void>();
+  }
+  std::optional<bf::gate_item> item = gate.try_next();
+  if (!item && reading) {  // (a priority event was announced but is gone: keep reading)
+    process_records();
+    co_return io::result<void>();
+  }
+  if (!item) co_return co_await wait_for_work();
+  co_return co_await handle_item(std::move(*item));
+}
+
+rt::task<io::result<void>> stream_task::wait_for_work() {
+  bf::input_gate& gate = *wiring_.gate;
+  if (gate.finished()) co_return io::result<void>();
+  std::optional<std::chrono::steady_clock::time_point> deadline = handler_->deadline();
+  if (deadline) {
+    auto r = co_await rt::when_any(next_item(&gate), wait_event(&wake_), sleep_until(*deadline));
+    if (r.index == 0) {
+      std::optional<bf::gate_item> item = std::move(std::get<0>(r.value));
+      if (item) co_return co_await handle_item(std::move(*item));
+    } else if (r.index == 2) {
+      co_return co_await perform(handler_->on_timer());
+    }
+    co_return io::result<void>();
+  }
+  auto r = co_await rt::when_any(next_item(&gate), wait_event(&wake_));
+  if (r.index == 0) {
+    std::optional<bf::gate_item> item = std::move(std::get<0>(r.value));
+    if (item) co_return co_await handle_item(std::move(*item));
+  }
+  co_return io::result<void>();
+}
+
+void stream_task::process_records() {
+  bf::record_deserializer& des = deserializers_[*current_channel_];
+  for (std::size_t i = 0; i < input_batch_records; ++i) {
+    std::optional<std::span<const std::byte>> bytes = des.next_record_bytes();
+    if (!bytes) break;
+    built_.input_->record(*bytes);
+    ++records_in_;
+    if (built_.output_->backlogged()) break;
+  }
+}
+
+rt::task<io::result<void>> stream_task::handle_item(bf::gate_item item) {
+  if (item.is_failure()) {
+    co_return failure(fmt::format("input channel {} failed: {}", item.channel, wiring_.gate->failure(item.channel)));
+  }
+  ss::barrier_actions actions = handler_->on_item(item);
+  io::result<void> done = co_await perform(std::move(actions));
+  if (!done) co_return done;
+  if (!item.is_event()) {
+    if (item.data.size() == 0) co_return done;
+    current_channel_ = item.channel;
+    deserializers_[item.channel].set_next_buffer(item.data.get().retain());
+    item.data.release();  // view-held until the deserializer is done with it
+    process_records();
+    co_return done;
+  }
+  on_event(item.channel, *item.event);
+  co_return done;
+}
+
+void stream_task::on_event(std::uint32_t channel, const bf::gate_event& event) {
+  using type = bf::gate_event::type;
+  if (event.kind == type::watermark) {
+    watermarks_[channel] = std::max(watermarks_[channel], event.id);
+  } else if (event.kind == type::end_of_data) {
+    data_ended_[channel] = true;
+  } else if (event.kind != type::end_of_partition) {
+    return;
+  }
+  if (event.kind == type::end_of_partition) data_ended_[channel] = true;
+  // The task's watermark is the smallest of its channels that still carry data.
+  std::optional<std::uint64_t> low;
+  bool all_ended = true;
+  for (std::size_t c = 0; c < watermarks_.size(); ++c) {
+    if (data_ended_[c]) continue;
+    all_ended = false;
+    low = low ? std::min(*low, watermarks_[c]) : watermarks_[c];
+  }
+  if (low && (!watermark_sent_ || *low > watermark_out_)) {
+    watermark_out_ = *low;
+    watermark_sent_ = true;
+    built_.input_->watermark(*low);
+  }
+  if (all_ended && !input_data_ended_) {
+    input_data_ended_ = true;
+    built_.input_->end_of_data();
+  }
+}
+
+// --- checkpoints ---------------------------------------------------------------------------------------
+
+rt::task<io::result<void>> stream_task::perform(ss::barrier_actions actions) {
+  for (ss::barrier_action& action : actions) {
+    if (auto* t = std::get_if<ss::trigger_snapshot>(&action)) {
+      io::result<void> r = co_await snapshot(t->id, t->mode);
+      if (!r) co_return r;
+    } else if (auto* c = std::get_if<ss::capture_input>(&action)) {
+      io::result<void> r = writer_.add_input(c->id, static_cast<std::uint16_t>(c->gate), c->channel, std::move(c->views));
+      if (!r) runtime::log::debug("task {}: {}", wiring_.name, r.error().message());
+    } else if (auto* f = std::get_if<ss::finish_input>(&action)) {
+      io::result<void> r = writer_.finish_input(f->id);
+      if (!r) runtime::log::debug("task {}: {}", wiring_.name, r.error().message());
+    } else if (auto* a = std::get_if<ss::abort_checkpoint>(&action)) {
+      writer_.abort(a->id, a->reason, a->detail);
+      wiring_.coordinator->decline(wiring_.id, a->id, a->reason, a->detail);
+      io::result<void> r = co_await forward_event({bf::gate_event::type::cancellation_marker, a->id}, true, nullptr);
+      if (!r) co_return r;
+    }
+  }
+  co_return io::result<void>();
+}
+
+rt::task<io::result<void>> stream_task::forward_event(bf::gate_event event, bool priority,
+                                                      std::vector<std::vector<bf::buffer_view>>* overtaken) {
+  bf::result_partition* p = wiring_.partition;
+  if (p == nullptr || p->finished()) co_return io::result<void>();
+  std::optional<bf::buffer_view> view = co_await event_view(&p->pool(), event);
+  if (!view) co_return failure("could not get a buffer for an event");
+  for (std::size_t sub = 0; sub < p->subpartitions(); ++sub) {
+    bf::buffer_view share = view->share();
+    if (priority) {
+      std::vector<bf::buffer_view> taken = p->add_priority_event(std::move(share), sub);
+      if (overtaken != nullptr) overtaken->push_back(std::move(taken));
+    } else {
+      p->add_event(std::move(share), sub);
+    }
+  }
+  co_return io::result<void>();
+}
+
+rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::checkpoint_mode mode) {
+  const std::string dir = wiring_.storage->checkpoint_dir(id);
+  const bool unaligned = mode == ss::checkpoint_mode::unaligned;
+  // Operator state, in chain order, then the source's position.
+  std::vector<ss::operator_snapshot> ops;
+  for (std::uint32_t i = 0; i < built_.states_.size(); ++i) ops.push_back({i, built_.states_[i]->snapshot_state()});
+  if (built_.source_ != nullptr) ops.push_back({source_index, built_.source_->snapshot_state()});
+
+  if (!unaligned) {
+    // Aligned (and at-least-once): everything before the barrier is out; the barrier goes in-band.
+    if (built_.output_->backlogged()) {
+      io::result<void> drained = co_await built_.output_->drain();
+      if (!drained) co_return drained;
+    }
+    if (built_.output_->is_sink()) {
+      io::result<std::vector<std::byte>> sink = co_await built_.output_->snapshot(id);
+      if (!sink) co_return std::move(sink).error();
+      ops.push_back({sink_index, std::move(sink).value()});
+    }
+    io::result<void> fwd = co_await forward_event({bf::gate_event::type::barrier, id}, false, nullptr);
+    if (!fwd) co_return fwd;
+    io::result<void> started = writer_.start_aligned(id, dir, std::move(ops));
+    if (!started) {
+      runtime::log::info("task {}: checkpoint {}: {}", wiring_.name, id, started.error().message());
+      co_return io::result<void>();
+    }
+  } else {
+    io::result<void> started = writer_.start(id, dir);
+    if (!started) {
+      runtime::log::info("task {}: checkpoint {}: {}", wiring_.name, id, started.error().message());
+      co_return io::result<void>();
+    }
+    std::vector<std::vector<bf::buffer_view>> overtaken;
+    io::result<void> fwd = co_await forward_event({bf::gate_event::type::barrier, id}, true, &overtaken);
+    if (!fwd) co_return fwd;
+    for (std::size_t sub = 0; sub < overtaken.size(); ++sub) {
+      if (!overtaken[sub].empty()) (void)writer_.add_output(id, 0, static_cast<std::uint32_t>(sub), std::move(overtaken[sub]));
+    }
+    // The unread rest of the buffer being processed is in-flight input.
+    if (current_channel_) {
+      bf::record_deserializer::unconsumed_part rest = deserializers_[*current_channel_].unconsumed();
+      if (rest.spanning) {
+        writer_.abort(id, ss::abort_reason::declined, "a record spanning buffers was half read at the barrier");
+        wiring_.coordinator->decline(wiring_.id, id, ss::abort_reason::declined,
+                                     "a record spanning buffers was half read at the barrier");
+        co_return io::result<void>();
+      }
+      if (rest.rest) {
+        std::vector<bf::buffer_view> views;
+        views.push_back(std::move(*rest.rest));
+        (void)writer_.add_input(id, 0, *current_channel_, std::move(views));
+      }
+    }
+    // Records the chain produced that are not in the partition yet: they follow the barrier on the
+    // wire, but belong before it; they are re-sent on recovery.
+    if (built_.output_->is_sink()) {
+      io::result<void> drained = co_await built_.output_->drain();
+      if (!drained) co_return drained;
+      io::result<std::vector<std::byte>> sink = co_await built_.output_->snapshot(id);
+      if (!sink) co_return std::move(sink).error();
+      ops.push_back({sink_index, std::move(sink).value()});
+    } else if (auto* tail = dynamic_cast<backlog_source*>(built_.output_)) {
+      ops.push_back({backlog_index, tail->backlog_state()});
+    }
+    for (ss::operator_snapshot& op : ops) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
+    (void)writer_.finish_output(id);
+    if (wiring_.gate == nullptr) (void)writer_.finish_input(id);
+  }
+  watchers_.spawn(watch(id));
+  co_return io::result<void>();
+}
+
+rt::task<void> stream_task::watch(ss::checkpoint_id id) {
+  const auto started = std::chrono::steady_clock::now();
+  ss::checkpoint_outcome outcome = co_await writer_.result(id);
+  if (outcome.completed()) {
+    ss::task_checkpoint_stats stats;
+    stats.operator_state_bytes = outcome.operator_state_bytes;
+    stats.channel_state_bytes = outcome.channel_state_bytes;
+    stats.write_duration = std::chrono::steady_clock::now() - started;
+    if (handler_ && handler_->last_stats() && handler_->last_stats()->id == id) {
+      stats.alignment_duration = handler_->last_stats()->alignment_duration();
+    }
+    wiring_.coordinator->acknowledge(wiring_.id, id, std::move(stats));
+  } else if (outcome.reason != ss::abort_reason::coordinator && outcome.reason != ss::abort_reason::cancelled) {
+    wiring_.coordinator->decline(wiring_.id, id, outcome.reason, outcome.detail);
+  }
+}
+
+}  // namespace sluice::dataflow::detail
