@@ -1,0 +1,351 @@
+// exactly_once_file_sink (see the header for the protocol and the state format).
+//
+// Durability, step by step: a staged file is pending only once its bytes are fsynced, it is closed,
+// and the directory is fsynced (so its entry survives a crash). A commit renames pending files and
+// forgets them only once the directory fsync after the renames succeeded; until then they stay in
+// the state, and recover() republishes them idempotently.
+
+#include <sluice/dataflow/exactly_once_file_sink.hpp>
+
+#include "directory_listing.hpp"
+
+#include <sluice/io/fs.hpp>
+
+#include <algorithm>
+#include <cassert>
+#include <charconv>
+#include <set>
+#include <system_error>
+#include <utility>
+
+namespace sluice::dataflow {
+
+namespace {
+
+constexpr std::size_t task_digits = 5;
+constexpr std::size_t sequence_digits = 12;
+constexpr std::string_view staging_prefix = ".staging-";
+constexpr std::string_view final_prefix = "part-";
+constexpr std::size_t state_header_bytes = 4 + 4 + 8 + 4;
+constexpr std::size_t state_entry_bytes = 8 + 8;
+
+std::string padded(std::uint64_t value, std::size_t width) {
+  std::string s = std::to_string(value);
+  if (s.size() < width) s.insert(0, width - s.size(), '0');
+  return s;
+}
+
+// "<prefix><task>-<sequence>" with decimal numbers, or nullopt.
+struct parsed_name {
+  std::uint64_t task = 0;
+  std::uint64_t sequence = 0;
+};
+std::optional<parsed_name> parse_name(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix)) return std::nullopt;
+  name.remove_prefix(prefix.size());
+  const auto dash = name.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  parsed_name out;
+  const auto number = [](std::string_view digits, std::uint64_t& value) {
+    if (digits.empty() || digits.size() > 20) return false;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    return ec == std::errc() && end == digits.data() + digits.size();
+  };
+  if (!number(name.substr(0, dash), out.task) || !number(name.substr(dash + 1), out.sequence)) return std::nullopt;
+  return out;
+}
+
+std::string parent_of(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const auto slash = dir.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return dir.substr(0, slash);
+}
+
+void put_le(std::vector<std::byte>& out, std::uint64_t value, std::size_t bytes) {
+  for (std::size_t i = 0; i < bytes; ++i) out.push_back(static_cast<std::byte>(value >> (8 * i)));
+}
+
+std::uint64_t get_le(std::span<const std::byte> in, std::size_t at, std::size_t bytes) {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < bytes; ++i) value |= std::to_integer<std::uint64_t>(in[at + i]) << (8 * i);
+  return value;
+}
+
+io::error state_error(std::string why) {
+  return io::error(std::make_error_code(std::errc::illegal_byte_sequence), "decode file sink state: " + why);
+}
+
+// Asserts that the sink task does not overlap calls (it awaits each before the next).
+class call_guard {
+ public:
+  explicit call_guard(bool& busy) noexcept : busy_(busy) {
+    assert(!busy_ && "exactly_once_file_sink: overlapping calls");
+    busy_ = true;
+  }
+  call_guard(const call_guard&) = delete;
+  call_guard& operator=(const call_guard&) = delete;
+  ~call_guard() { busy_ = false; }
+
+ private:
+  bool& busy_;
+};
+
+}  // namespace
+
+// ---- state ------------------------------------------------------------------------------------
+
+std::vector<std::byte> exactly_once_file_sink::encode_state(const state& s) {
+  std::vector<std::byte> out;
+  out.reserve(state_header_bytes + s.pending.size() * state_entry_bytes);
+  put_le(out, state_version, 4);
+  put_le(out, s.task, 4);
+  put_le(out, s.next_sequence, 8);
+  put_le(out, s.pending.size(), 4);
+  for (const auto& p : s.pending) {
+    put_le(out, p.checkpoint, 8);
+    put_le(out, p.sequence, 8);
+  }
+  return out;
+}
+
+io::result<exactly_once_file_sink::state> exactly_once_file_sink::decode_state(std::span<const std::byte> bytes) {
+  if (bytes.size() < state_header_bytes) return state_error("truncated (" + std::to_string(bytes.size()) + " bytes)");
+  const auto version = get_le(bytes, 0, 4);
+  if (version != state_version) {
+    return state_error("version " + std::to_string(version) + " is not supported (expected " +
+                       std::to_string(state_version) + ")");
+  }
+  state s;
+  s.task = static_cast<snapshot::task_id>(get_le(bytes, 4, 4));
+  s.next_sequence = get_le(bytes, 8, 8);
+  const auto count = get_le(bytes, 16, 4);
+  if (bytes.size() != state_header_bytes + count * state_entry_bytes) {
+    return state_error(std::to_string(bytes.size()) + " bytes do not hold the " + std::to_string(count) +
+                       " pending files they announce");
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t at = state_header_bytes + i * state_entry_bytes;
+    const pending_file p{get_le(bytes, at, 8), get_le(bytes, at + 8, 8)};
+    if (p.sequence >= s.next_sequence || (!s.pending.empty() && p.sequence <= s.pending.back().sequence)) {
+      return state_error("pending sequence " + std::to_string(p.sequence) + " is out of order or not below the next (" +
+                         std::to_string(s.next_sequence) + ")");
+    }
+    s.pending.push_back(p);
+  }
+  return s;
+}
+
+// ---- names ------------------------------------------------------------------------------------
+
+std::string exactly_once_file_sink::staging_name(snapshot::task_id task, std::uint64_t sequence) {
+  return std::string(staging_prefix) + padded(task, task_digits) + "-" + padded(sequence, sequence_digits);
+}
+
+std::string exactly_once_file_sink::final_name(snapshot::task_id task, std::uint64_t sequence) {
+  return std::string(final_prefix) + padded(task, task_digits) + "-" + padded(sequence, sequence_digits);
+}
+
+std::string exactly_once_file_sink::staging_path(std::uint64_t sequence) const {
+  return dir_ + "/" + staging_name(task_, sequence);
+}
+
+std::string exactly_once_file_sink::final_path(std::uint64_t sequence) const {
+  return dir_ + "/" + final_name(task_, sequence);
+}
+
+// ---- lifecycle --------------------------------------------------------------------------------
+
+exactly_once_file_sink::exactly_once_file_sink(std::string output_dir, snapshot::task_id task)
+    : dir_(std::move(output_dir)), task_(task) {
+  buffer_.reserve(buffer_bytes);
+}
+
+std::vector<exactly_once_file_sink::pending_file> exactly_once_file_sink::pending() const {
+  std::vector<pending_file> out;
+  out.reserve(pending_.size());
+  for (const auto& e : pending_) out.push_back(e.file);
+  return out;
+}
+
+exactly_once_file_sink::state exactly_once_file_sink::current_state() const {
+  return state{task_, next_sequence_, pending()};
+}
+
+io::error exactly_once_file_sink::fail(io::error e) {
+  if (!failure_) failure_ = e;
+  return e;
+}
+
+io::error exactly_once_file_sink::failed_error(const char* op) const {
+  const std::string what = std::string(op) + " file sink task " + std::to_string(task_) + " in '" + dir_ + "'";
+  if (!recovered_) return io::error(std::make_error_code(std::errc::operation_not_permitted), what + ": recover() was not called");
+  return io::error(failure_->code(), what + ": the sink failed earlier (" + failure_->message() +
+                                         "); recover from the last completed checkpoint");
+}
+
+runtime::task<io::result<void>> exactly_once_file_sink::recover(std::span<const std::byte> state_bytes) {
+  call_guard guard(busy_);
+  const std::string what = "recover file sink task " + std::to_string(task_) + " in '" + dir_ + "'";
+  // Decode before the first suspension: `state_bytes` need not outlive the call.
+  state s{task_, 0, {}};
+  if (!state_bytes.empty()) {
+    auto decoded = decode_state(state_bytes);
+    if (!decoded) co_return io::error(decoded.error().code(), what + ": " + decoded.error().message());
+    s = std::move(decoded).value();
+  }
+  if (s.task != task_) {
+    co_return io::error(std::make_error_code(std::errc::invalid_argument),
+                        what + ": the state belongs to task " + std::to_string(s.task));
+  }
+  recovered_ = false;
+  failure_.reset();
+  pending_.clear();
+  buffer_.clear();
+  if (staging_.is_open()) (void)co_await staging_.close();
+
+  auto made = co_await io::make_directory(dir_);
+  if (made) {
+    auto synced = co_await io::fsync_directory(parent_of(dir_));
+    if (!synced) co_return synced;
+  } else if (made.error().code() != std::errc::file_exists) {
+    co_return made;
+  }
+
+  // BLOCKING (see the header): once per task, at start-up.
+  auto names = detail::list_directory_blocking(dir_);
+  if (!names) co_return names.error();
+  std::set<std::uint64_t> staged;
+  std::set<std::uint64_t> published;
+  // Only names this sink writes, exactly (a hand-made "part-7-3" is not ours).
+  for (const auto& name : *names) {
+    if (const auto p = parse_name(name, staging_prefix); p && p->task == task_ && name == staging_name(task_, p->sequence)) {
+      staged.insert(p->sequence);
+    }
+    if (const auto p = parse_name(name, final_prefix); p && p->task == task_ && name == final_name(task_, p->sequence)) {
+      published.insert(p->sequence);
+    }
+  }
+
+  bool changed = false;
+  // Publish what the resumed checkpoint covered: staged files are renamed, published ones kept.
+  for (const auto& p : s.pending) {
+    if (staged.erase(p.sequence) > 0) {
+      auto renamed = co_await io::rename(staging_path(p.sequence), final_path(p.sequence));
+      if (!renamed) co_return renamed;
+      changed = true;
+    } else if (!published.contains(p.sequence)) {
+      co_return io::error(std::make_error_code(std::errc::no_such_file_or_directory),
+                          what + ": the pending file of checkpoint " + std::to_string(p.checkpoint) +
+                              " has neither its staging file '" + staging_name(task_, p.sequence) +
+                              "' nor its final file '" + final_name(task_, p.sequence) + "': output was lost");
+    }
+  }
+  // Remove output from after the checkpoint: the replay produces it again.
+  for (const std::uint64_t sequence : staged) {
+    auto removed = co_await io::remove(staging_path(sequence));
+    if (!removed) co_return removed;
+    changed = true;
+  }
+  for (auto it = published.lower_bound(s.next_sequence); it != published.end(); ++it) {
+    auto removed = co_await io::remove(final_path(*it));
+    if (!removed) co_return removed;
+    changed = true;
+  }
+  if (changed) {
+    auto synced = co_await io::fsync_directory(dir_);
+    if (!synced) co_return synced;
+  }
+  next_sequence_ = s.next_sequence;
+  recovered_ = true;
+  co_return io::success();
+}
+
+runtime::task<io::result<void>> exactly_once_file_sink::open_staging() {
+  const std::uint64_t sequence = next_sequence_;
+  auto opened = co_await io::file::open(staging_path(sequence), io::open_options::create_or_truncate());
+  if (!opened) co_return std::move(opened).error();
+  staging_ = std::move(opened).value();
+  staging_sequence_ = sequence;
+  staging_offset_bytes_ = 0;
+  next_sequence_ = sequence + 1;
+  co_return io::success();
+}
+
+runtime::task<io::result<void>> exactly_once_file_sink::flush() {
+  if (buffer_.empty()) co_return io::success();
+  auto written = co_await staging_.write_all(std::as_bytes(std::span<const char>(buffer_)), staging_offset_bytes_);
+  if (!written) co_return written;
+  staging_offset_bytes_ += buffer_.size();
+  buffer_.clear();
+  co_return io::success();
+}
+
+runtime::task<io::result<void>> exactly_once_file_sink::write(std::string_view line) {
+  call_guard guard(busy_);
+  if (!recovered_ || failure_) co_return failed_error("write to");
+  // Copy first: nothing of `line` is used after a suspension.
+  buffer_.insert(buffer_.end(), line.begin(), line.end());
+  buffer_.push_back('\n');
+  if (!staging_.is_open()) {
+    auto opened = co_await open_staging();
+    if (!opened) co_return fail(std::move(opened).error());
+  }
+  if (buffer_.size() >= buffer_bytes) {
+    auto flushed = co_await flush();
+    if (!flushed) co_return fail(std::move(flushed).error());
+  }
+  co_return io::success();
+}
+
+runtime::task<io::result<std::vector<std::byte>>> exactly_once_file_sink::snapshot(snapshot::checkpoint_id id) {
+  call_guard guard(busy_);
+  if (!recovered_ || failure_) co_return failed_error("snapshot");
+  if (staging_.is_open()) {
+    auto flushed = co_await flush();
+    if (!flushed) co_return fail(std::move(flushed).error());
+    auto synced = co_await staging_.fsync();
+    if (!synced) co_return fail(std::move(synced).error());
+    auto closed = co_await staging_.close();
+    if (!closed) co_return fail(std::move(closed).error());
+    // The staging file's directory entry must survive a crash too, or recover() finds it missing.
+    auto dir_synced = co_await io::fsync_directory(dir_);
+    if (!dir_synced) co_return fail(std::move(dir_synced).error());
+    pending_.push_back({{id, staging_sequence_}, false});
+  }
+  co_return encode_state(current_state());
+}
+
+runtime::task<io::result<void>> exactly_once_file_sink::commit(snapshot::checkpoint_id id) {
+  call_guard guard(busy_);
+  if (!recovered_) co_return failed_error("commit");
+  bool any = false;
+  for (auto& e : pending_) {
+    if (e.file.checkpoint > id) continue;
+    any = true;
+    if (e.renamed) continue;
+    auto renamed = co_await io::rename(staging_path(e.file.sequence), final_path(e.file.sequence));
+    if (!renamed) co_return renamed;  // the rest stay pending; the next commit retries
+    e.renamed = true;
+  }
+  if (!any) co_return io::success();
+  // Forget them only once the renames are durable.
+  auto synced = co_await io::fsync_directory(dir_);
+  if (!synced) co_return synced;
+  std::erase_if(pending_, [id](const pending_entry& e) { return e.file.checkpoint <= id && e.renamed; });
+  co_return io::success();
+}
+
+void exactly_once_file_sink::abort(snapshot::checkpoint_id id) noexcept {
+  // Nothing to undo: the files of `id` stay pending and the next completed checkpoint publishes them.
+  (void)id;
+}
+
+runtime::task<void> exactly_once_file_sink::close() {
+  call_guard guard(busy_);
+  buffer_.clear();  // after the last snapshot: never published, and recover() deletes the staging file
+  if (staging_.is_open()) (void)co_await staging_.close();
+}
+
+}  // namespace sluice::dataflow

@@ -1,0 +1,107 @@
+// word_corpus_generator and write_corpus (see generator.hpp).
+//
+// Line n is drawn from a splitmix64 stream seeded with a mix of (seed, n), so seek() is O(1) and no
+// state carries from one line to the next. Words are sampled from a cumulative table of integer
+// weights (no floating point, no std distributions: their results differ between libraries).
+
+#include <sluice/dataflow/generator.hpp>
+
+#include <sluice/io/file.hpp>
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <vector>
+
+namespace sluice::dataflow {
+
+namespace {
+
+constexpr std::array<std::string_view, 100> words = {
+    "the",    "of",     "and",    "to",      "a",       "in",     "is",     "it",     "you",    "that",
+    "he",     "was",    "for",    "on",      "are",     "with",   "as",     "his",    "they",   "be",
+    "at",     "one",    "have",   "this",    "from",    "or",     "had",    "by",     "hot",    "word",
+    "but",    "what",   "some",   "we",      "can",     "out",    "other",  "were",   "all",    "there",
+    "when",   "up",     "use",    "your",    "how",     "said",   "an",     "each",   "she",    "which",
+    "do",     "their",  "time",   "if",      "will",    "way",    "about",  "many",   "then",   "them",
+    "write",  "would",  "like",   "so",      "these",   "her",    "long",   "make",   "thing",  "see",
+    "him",    "two",    "has",    "look",    "more",    "day",    "could",  "go",     "come",   "did",
+    "number", "sound",  "no",     "most",    "people",  "my",     "over",   "know",   "water",  "than",
+    "call",   "first",  "who",    "may",     "down",    "side",   "been",   "now",    "find",   "stream",
+};
+
+// cumulative[r] = sum of weights of ranks 0..r, weight(r) = 720720 / (r + 1).
+constexpr std::array<std::uint64_t, words.size()> cumulative_weights() {
+  std::array<std::uint64_t, words.size()> c{};
+  std::uint64_t sum = 0;
+  for (std::size_t r = 0; r < words.size(); ++r) {
+    sum += 720720 / (r + 1);
+    c[r] = sum;
+  }
+  return c;
+}
+constexpr auto cumulative = cumulative_weights();
+
+// splitmix64: a tiny, well-mixed generator; also the seed mixer.
+struct splitmix64 {
+  std::uint64_t state;
+  std::uint64_t next() noexcept {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+};
+
+std::string_view sample_word(splitmix64& rng) {
+  const std::uint64_t u = rng.next() % cumulative.back();
+  const auto it = std::upper_bound(cumulative.begin(), cumulative.end(), u);
+  return words[static_cast<std::size_t>(it - cumulative.begin())];
+}
+
+}  // namespace
+
+std::span<const std::string_view> word_corpus_generator::vocabulary() noexcept { return words; }
+
+std::string_view word_corpus_generator::next_line() {
+  splitmix64 mixer{seed_ ^ 0x5eed5eed5eed5eedull};
+  splitmix64 rng{mixer.next() ^ (position_ * 0xd1342543de82ef95ull)};
+  rng.next();  // one round so that neighbouring positions diverge at once
+  ++position_;
+  const std::size_t count = 1 + rng.next() % max_words_per_line;
+  line_.clear();
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i > 0) line_ += ' ';
+    line_ += sample_word(rng);
+  }
+  return line_;
+}
+
+runtime::task<io::result<std::uint64_t>> write_corpus(std::string path, std::uint64_t lines, std::uint64_t seed) {
+  constexpr std::size_t buffer_bytes = 256 * 1024;
+  auto opened = co_await io::file::open(path, io::open_options::create_or_truncate());
+  if (!opened) co_return std::move(opened).error();
+  io::file f = std::move(opened).value();
+  word_corpus_generator generator(seed);
+  std::vector<char> buffer;
+  buffer.reserve(buffer_bytes + 1024);
+  std::uint64_t written_bytes = 0;
+  for (std::uint64_t n = 0; n < lines; ++n) {
+    const std::string_view line = generator.next_line();
+    buffer.insert(buffer.end(), line.begin(), line.end());
+    buffer.push_back('\n');
+    if (buffer.size() >= buffer_bytes || n + 1 == lines) {
+      auto written = co_await f.write_all(std::as_bytes(std::span<const char>(buffer)), written_bytes);
+      if (!written) co_return std::move(written).error();
+      written_bytes += buffer.size();
+      buffer.clear();
+    }
+  }
+  auto synced = co_await f.fsync();
+  if (!synced) co_return std::move(synced).error();
+  auto closed = co_await f.close();
+  if (!closed) co_return std::move(closed).error();
+  co_return written_bytes;
+}
+
+}  // namespace sluice::dataflow

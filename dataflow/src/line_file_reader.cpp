@@ -1,0 +1,102 @@
+// line_file_reader (see the header): a chunked line splitter over io::file reads.
+//
+// The buffer holds the bytes read but not yet returned, buffer_[begin_, end_). next_line() looks
+// for a '\n' there; if none, it moves the partial line to the front and reads one more chunk after
+// it. The returned view points into the buffer, which is only changed by the next call.
+
+#include <sluice/dataflow/line_file_reader.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <system_error>
+#include <utility>
+
+namespace sluice::dataflow {
+
+namespace {
+
+std::string quoted(const std::string& path) { return "'" + path + "'"; }
+
+}  // namespace
+
+line_file_reader::line_file_reader(io::file f, std::uint64_t start_offset_bytes, std::uint64_t file_size_bytes,
+                                   std::size_t max_line_bytes)
+    : file_(std::move(f)),
+      read_offset_bytes_(start_offset_bytes),
+      offset_bytes_(start_offset_bytes),
+      file_size_(file_size_bytes),
+      max_line_bytes_(max_line_bytes) {
+  buffer_.resize(chunk_bytes);
+}
+
+runtime::task<io::result<line_file_reader>> line_file_reader::open(std::string path, std::uint64_t start_offset_bytes,
+                                                                   std::size_t max_line_bytes) {
+  auto opened = co_await io::file::open(path, io::open_options::read_only());
+  if (!opened) co_return std::move(opened).error();
+  io::file f = std::move(opened).value();
+  const auto size = f.size();
+  if (!size) co_return size.error();
+  if (*size < start_offset_bytes) {
+    co_return io::error(std::make_error_code(std::errc::invalid_argument),
+                        "open line file " + quoted(path) + ": start offset " + std::to_string(start_offset_bytes) +
+                            " is beyond the end of the file (" + std::to_string(*size) +
+                            " bytes): it shrank or was replaced since the offset was stored");
+  }
+  co_return line_file_reader(std::move(f), start_offset_bytes, *size, std::max<std::size_t>(max_line_bytes, 1));
+}
+
+io::error line_file_reader::line_too_long() const {
+  return io::error(std::make_error_code(std::errc::value_too_large),
+                   "read line file " + quoted(file_.path()) + ": the line at offset " + std::to_string(offset_bytes_) +
+                       " is longer than " + std::to_string(max_line_bytes_) + " bytes");
+}
+
+runtime::task<io::result<void>> line_file_reader::fill() {
+  // Keep only the partial line, at the front, and make room for one chunk after it.
+  if (begin_ > 0) {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (buffer_.size() - end_ < chunk_bytes) buffer_.resize(end_ + chunk_bytes);
+  const auto room = std::as_writable_bytes(std::span<char>(buffer_.data() + end_, chunk_bytes));
+  const auto n = co_await file_.read_at(room, read_offset_bytes_);
+  if (!n) co_return n.error();
+  if (*n == 0) eof_ = true;
+  end_ += *n;
+  read_offset_bytes_ += *n;
+  co_return io::success();
+}
+
+runtime::task<io::result<std::optional<std::string_view>>> line_file_reader::next_line() {
+  // Bound: each pass either returns or reads a non-empty chunk (the line grows by > 0 bytes and is
+  // capped by max_line_bytes_), or reaches end of file.
+  std::size_t scanned = 0;  // bytes of the partial line already searched for '\n'
+  for (;;) {
+    const char* first = buffer_.data() + begin_;
+    const std::size_t available = end_ - begin_;
+    const void* newline = std::memchr(first + scanned, '\n', available - scanned);
+    if (newline != nullptr) {
+      const auto length = static_cast<std::size_t>(static_cast<const char*>(newline) - first);
+      if (length > max_line_bytes_) co_return line_too_long();
+      begin_ += length + 1;
+      offset_bytes_ += length + 1;
+      ++lines_read_;
+      co_return std::optional<std::string_view>(std::string_view(first, length));
+    }
+    if (available > max_line_bytes_) co_return line_too_long();
+    if (eof_) {
+      if (available == 0) co_return std::optional<std::string_view>();
+      begin_ = end_;
+      offset_bytes_ += available;
+      ++lines_read_;
+      co_return std::optional<std::string_view>(std::string_view(first, available));
+    }
+    scanned = available;
+    auto filled = co_await fill();
+    if (!filled) co_return std::move(filled).error();
+  }
+}
+
+}  // namespace sluice::dataflow
