@@ -79,6 +79,8 @@ class runner final : public detail::task_listener {
  private:
   rt::task<void> make_task(task_slot* slot, const ss::task_state* recovered);
   rt::task<void> connect_local(task_slot* consumer);
+  rt::task<void> make_local_channel(task_slot* producer, task_slot* consumer, std::uint32_t j);
+  rt::task<void> connect_pump(task_slot* consumer, std::uint32_t j, bf::credit_route* route);
   rt::task<void> start_transport(std::size_t executor);
   rt::task<void> serve(task_slot* slot);
   rt::task<void> open_remote(task_slot* consumer);
@@ -153,16 +155,28 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
   co_return;
 }
 
-// On the consumer's executor: connects the gate's channel j to task j of the upstream stage.
+// On the producer's executor (its sender lives there): a local channel from `producer`'s partition
+// to channel j of `consumer`'s gate.
+rt::task<void> runner::make_local_channel(task_slot* producer, task_slot* consumer, std::uint32_t j) {
+  producer->senders.push_back(std::make_unique<bf::local_channel>(*producer->partition, consumer->subtask,
+                                                                  *producer->executor, *consumer->gate, j,
+                                                                  *consumer->executor));
+  co_return;
+}
+
+// On the consumer's executor: its gate's credit goes to channel j's sender.
+rt::task<void> runner::connect_pump(task_slot* consumer, std::uint32_t j, bf::credit_route* route) {
+  consumer->pump->connect(j, *route);
+  co_return;
+}
+
 rt::task<void> runner::connect_local(task_slot* consumer) {
   const std::size_t up = *job_.stages()[consumer->stage].upstream;
   for (std::uint32_t j = 0; j < shapes_[up].parallelism; ++j) {
     task_slot& producer = slots_[shapes_[up].first_task + j];
-    producer.senders.push_back(std::make_unique<bf::local_channel>(*producer.partition, consumer->subtask, *producer.executor,
-                                                                   *consumer->gate, j, *consumer->executor));
-    consumer->pump->connect(j, *producer.senders.back());
+    co_await rt::run_on(producer.executor, make_local_channel(&producer, consumer, j));
+    co_await rt::run_on(consumer->executor, connect_pump(consumer, j, producer.senders.back().get()));
   }
-  co_return;
 }
 
 rt::task<void> runner::start_transport(std::size_t executor) {
@@ -357,7 +371,7 @@ rt::task<job_result> runner::run() {
     }
   } else {
     for (task_slot& slot : slots_) {
-      if (slot.gate) co_await rt::run_on(slot.executor, connect_local(&slot));
+      if (slot.gate) co_await connect_local(&slot);
     }
   }
   for (task_slot& slot : slots_) coordinator_->add_participant(*slot.task);

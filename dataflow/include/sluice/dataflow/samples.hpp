@@ -1,0 +1,39 @@
+#pragma once
+// The sample jobs of the `sluice` tool, as job graphs anyone can run with run_job (and tests do).
+//
+// wordcount: words are split on ASCII whitespace, case preserved. Output lines "word count" with
+// each word's total; with window_lines N > 0, lines "window_start word count" per tumbling window
+// of N input lines (window_start = the 0-based index of the window's first line).
+
+#include <sluice/dataflow/job.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace sluice::dataflow {
+
+struct wordcount_options {
+  std::string input;
+  std::string output_dir;
+  std::size_t parallelism = 2;
+  std::uint64_t window_lines = 0;  // 0: totals over the whole input
+};
+
+// Adds the word-count stages to `job`. Throws std::invalid_argument for bad options.
+void build_wordcount(job_builder& job, const wordcount_options& options);
+
+// Splits `line` on ASCII whitespace (space, \t, \n, \v, \f, \r).
+template <class F>
+void for_each_word(std::string_view line, F&& f) {
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || (line[i] >= '\t' && line[i] <= '\r'))) ++i;
+    std::size_t j = i;
+    while (j < line.size() && !(line[j] == ' ' || (line[j] >= '\t' && line[j] <= '\r'))) ++j;
+    if (j > i) f(line.substr(i, j - i));
+    i = j;
+  }
+}
+
+}  // namespace sluice::dataflow
