@@ -4,8 +4,10 @@
 //   sluice bench --list            the benchmarks and what they measure
 //   sluice bench <name> [--json] [--runs N] [bench options]
 //   sluice demo [options]          an echo server and clients on the runtime, with a summary
+//   sluice wordcount --input F --output D --checkpoint-dir C [...]   the word-count job
 
 #include "demo.hpp"
+#include "jobs_cmd.hpp"
 
 #include <sluice/runtime/version.hpp>
 
@@ -83,7 +85,15 @@ int main(int argc, char** argv) {
   sluice::apps::demo_options demo_opts;
   sluice::apps::add_demo_options(*demo, demo_opts);
 
+  // --- sample jobs ---
+  CLI::App* wordcount = app.add_subcommand(
+      "wordcount", "Count the words of a text file, exactly once across crashes (resumes from its checkpoints)");
+  sluice::apps::wordcount_cli wordcount_opts;
+  sluice::apps::add_wordcount_options(*wordcount, wordcount_opts);
+
   CLI11_PARSE(app, argc, argv);
+
+  if (wordcount->parsed()) return sluice::apps::run_wordcount(wordcount_opts);
 
   if (bench->parsed()) {
 #if SLUICE_HAVE_BENCH

@@ -356,7 +356,24 @@ void input_gate::release_channel(std::uint32_t channel) {
   wake_consumers();       // next() may now be finished
 }
 
+bool input_gate::has_takeable() const noexcept {
+  for (std::uint32_t ch : ready_) {
+    if (takeable(channels_[ch])) return true;
+  }
+  return false;
+}
+
+runtime::task<bool> input_gate::wait_item() {
+  while (!has_takeable() && !finished() && !closed_) {
+    item_ready_.reset();
+    const bool woke = co_await item_ready_.wait();
+    if (!woke) co_return false;
+  }
+  co_return true;
+}
+
 void input_gate::wake_consumers() noexcept {
+  item_ready_.set();
   while (!waiters_.empty()) {
     std::optional<gate_item> item = try_next();
     if (!item && !finished()) return;

@@ -83,7 +83,7 @@ runtime::task<bool> result_partition::emit_pending(std::size_t subpartition) {
   // executor: give them a turn every yield_interval.
   if (const auto now = owner_->now(); now >= next_yield_) {
     next_yield_ = now + yield_interval;
-    co_await runtime::yield();
+    co_await runtime::yield_to_io();
   }
   co_return written;
 }

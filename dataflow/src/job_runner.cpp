@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
 
 namespace sluice::dataflow {
@@ -409,6 +410,15 @@ job_result run_job(job_builder& job, job_settings settings) {
   if (settings.executors == 0) throw std::invalid_argument("job settings: at least one executor");
   if (settings.transport != "local" && settings.transport != "tcp") {
     throw std::invalid_argument("job settings: transport must be local or tcp, not '" + settings.transport + "'");
+  }
+  // Start-up, before any executor runs: the checkpoint directory and its parents.
+  std::error_code made;
+  std::filesystem::create_directories(settings.checkpoint_dir, made);
+  if (made) {
+    job_result r;
+    r.exit_code = 1;
+    r.message = fmt::format("create checkpoint directory '{}': {}", settings.checkpoint_dir, made.message());
+    return r;
   }
   // Network memory: every executor gets the share of the most demanding one.
   std::size_t tasks = 0;

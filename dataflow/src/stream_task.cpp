@@ -44,7 +44,8 @@ rt::task<std::optional<bf::buffer_view>> event_view(bf::local_buffer_pool* pool,
   co_return b->retain();
 }
 
-rt::task<std::optional<bf::gate_item>> next_item(bf::input_gate* gate) { co_return co_await gate->next(); }
+// (Never a gate->next() inside when_any: a next() that took an item and lost the race drops it.)
+rt::task<bool> wait_item(bf::input_gate* gate) { co_return co_await gate->wait_item(); }
 rt::task<bool> wait_event(rt::event* e) { co_return co_await e->wait(); }
 rt::task<bool> wait_writable(bf::result_partition* p) { co_return co_await p->wait_writable(); }
 rt::task<bool> wait_priority(bf::input_gate* g) { co_return co_await g->wait_priority(); }
@@ -90,7 +91,14 @@ rt::task<void> stream_task::run() {
   std::optional<std::string> failed;
   try {
     io::result<void> ok = co_await restore();
+    auto next_yield = wiring_.executor->now();
     while (ok) {
+      // A task that never waits would keep the I/O of its executor (state writes, the coordinator's
+      // commits) from being submitted: let one loop turn through every yield_interval.
+      if (const auto now = wiring_.executor->now(); now >= next_yield) {
+        next_yield = now + std::chrono::microseconds(200);
+        co_await rt::yield_to_io();
+      }
       ok = co_await handle_mailbox();
       if (!ok) break;
       if (built_.output_->backlogged()) {
@@ -266,20 +274,12 @@ rt::task<io::result<void>> stream_task::wait_for_work() {
   if (gate.finished()) co_return io::result<void>();
   std::optional<std::chrono::steady_clock::time_point> deadline = handler_->deadline();
   if (deadline) {
-    auto r = co_await rt::when_any(next_item(&gate), wait_event(&wake_), sleep_until(*deadline));
-    if (r.index == 0) {
-      std::optional<bf::gate_item> item = std::move(std::get<0>(r.value));
-      if (item) co_return co_await handle_item(std::move(*item));
-    } else if (r.index == 2) {
-      co_return co_await perform(handler_->on_timer());
-    }
-    co_return io::result<void>();
+    auto r = co_await rt::when_any(wait_item(&gate), wait_event(&wake_), sleep_until(*deadline));
+    if (r.index == 2) co_return co_await perform(handler_->on_timer());
+    co_return io::result<void>();  // the loop takes the item, or reads the mailbox
   }
-  auto r = co_await rt::when_any(next_item(&gate), wait_event(&wake_));
-  if (r.index == 0) {
-    std::optional<bf::gate_item> item = std::move(std::get<0>(r.value));
-    if (item) co_return co_await handle_item(std::move(*item));
-  }
+  auto r = co_await rt::when_any(wait_item(&gate), wait_event(&wake_));
+  (void)r;
   co_return io::result<void>();
 }
 
@@ -384,6 +384,7 @@ rt::task<io::result<void>> stream_task::forward_event(bf::gate_event event, bool
 }
 
 rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::checkpoint_mode mode) {
+  runtime::log::debug("task {}: snapshot for checkpoint {} ({})", wiring_.name, id, ss::to_string(mode));
   const std::string dir = wiring_.storage->checkpoint_dir(id);
   const bool unaligned = mode == ss::checkpoint_mode::unaligned;
   // Operator state, in chain order, then the source's position.
@@ -458,6 +459,9 @@ rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::check
 rt::task<void> stream_task::watch(ss::checkpoint_id id) {
   const auto started = std::chrono::steady_clock::now();
   ss::checkpoint_outcome outcome = co_await writer_.result(id);
+  runtime::log::debug("task {}: checkpoint {} state {} after {} us", wiring_.name, id,
+                      outcome.completed() ? "durable" : "aborted",
+                      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
   if (outcome.completed()) {
     ss::task_checkpoint_stats stats;
     stats.operator_state_bytes = outcome.operator_state_bytes;

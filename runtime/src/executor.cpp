@@ -106,12 +106,13 @@ void executor::turn(bool may_wait) {
   const bool had_messages = drain_inbox(batch_limit_) > 0;
   if (had_messages) recent_inbox_traffic_ = true;
   const bool io_waiting = backend_->has_pending_work() || backend_->outstanding() > (wake_armed_ ? 1u : 0u);
-  if (!ready_.empty() || !may_wait || had_messages) {
+  if (!ready_.empty() || !deferred_.empty() || !may_wait || had_messages) {
     if (io_waiting) backend_->poll(false);
   } else {
     wait_for_work(io_waiting);
     if (drain_inbox(batch_limit_) > 0) recent_inbox_traffic_ = true;
   }
+  while (!deferred_.empty()) ready_.push(deferred_.pop());
   for (unsigned i = 0; i < batch_limit_ && !ready_.empty(); ++i) detail::resume(ready_.pop());
   current_ = previous;
 }
@@ -163,7 +164,7 @@ void executor::drain() {
   stop_now();
   // Detached tasks see the stop through their token and finish; their I/O is cancelled.
   auto last_report = std::chrono::steady_clock::now();
-  while (detached_ > 0 || !ready_.empty() || backend_->outstanding() > (wake_armed_ ? 1u : 0u) ||
+  while (detached_ > 0 || !ready_.empty() || !deferred_.empty() || backend_->outstanding() > (wake_armed_ ? 1u : 0u) ||
          inbox_.maybe_nonempty()) {
     turn(true);
     if (std::chrono::steady_clock::now() - last_report > std::chrono::seconds(5)) {

@@ -3,6 +3,7 @@
 #include <sluice/buffers/input_gate.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/runtime/when_all.hpp>
+#include <sluice/runtime/when_any.hpp>
 
 #include <support/backends.hpp>
 
@@ -201,4 +202,28 @@ TEST_CASE("a failed channel ends with a channel_failed item that says why", "[ga
 TEST_CASE("scenario 17: a channel released while buffers are recycled to it loses nothing", "[gate][scenario]") {
   network_memory memory(64 * segment_bytes, segment_bytes, 1);
   sync_wait(released_channel_body(&memory), virtual_time());
+}
+
+namespace {
+task<bool> wait_item_of(input_gate* gate) { co_return co_await gate->wait_item(); }
+task<bool> already_set(event* e) { co_return co_await e->wait(); }
+
+task<void> wait_item_race_body(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 4);
+  input_gate gate(pool, {.channels = 1, .exclusive_per_channel = 2, .floating = 0});
+  gate.take_credit_announcements();
+  event other(true);
+  // Both branches are ready at once; whichever wins, the item stays in the gate.
+  send(gate, 0, 42);
+  auto r = co_await when_any(wait_item_of(&gate), already_set(&other));
+  (void)r;
+  std::optional<gate_item> item = gate.try_next();
+  REQUIRE(item);
+  CHECK(value_of(item->data.data()) == 42);
+}
+}  // namespace
+
+TEST_CASE("wait_item takes nothing, so racing it in when_any loses no item", "[gate]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(wait_item_race_body(&memory), virtual_time());
 }

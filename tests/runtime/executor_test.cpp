@@ -142,3 +142,27 @@ TEST_CASE("the test backend delivers completions in the order the test chooses",
   REQUIRE(order == std::vector<int>{3, 2, 1});
   backend->on_idle = nullptr;
 }
+
+namespace {
+sluice::runtime::task<void> hog(bool* stop, int* turns) {
+  while (!*stop) {
+    ++*turns;
+    co_await sluice::runtime::yield_to_io();
+  }
+}
+sluice::runtime::task<void> timer_then_stop(bool* stop) {
+  const bool slept = co_await sluice::runtime::sleep_for(std::chrono::milliseconds(2));
+  CHECK(slept);
+  *stop = true;
+}
+sluice::runtime::task<void> hog_body(int* turns) {
+  bool stop = false;
+  co_await sluice::runtime::when_all(hog(&stop, turns), timer_then_stop(&stop));
+}
+}  // namespace
+
+TEST_CASE("a coroutine that only yields to io lets a timer on its executor fire", "[executor]") {
+  int turns = 0;
+  sluice::runtime::sync_wait(hog_body(&turns));
+  CHECK(turns > 0);
+}

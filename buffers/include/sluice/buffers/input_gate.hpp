@@ -238,6 +238,9 @@ class input_gate {
   bool has_priority() const noexcept { return priority_pending_ > 0; }
   // True once has_priority() (at once if it already is); false if the waiter was stopped.
   runtime::task<bool> wait_priority();
+  // True once try_next() has an item for the caller or the gate is finished; takes nothing, so it
+  // can race other waits (when_any) without losing an item. False if the waiter was stopped.
+  runtime::task<bool> wait_item();
 
   // --- checkpoints ----------------------------------------------------------------------------
   void block(std::uint32_t channel);
@@ -331,6 +334,8 @@ class input_gate {
   bool closed_ = false;
   runtime::event credit_;
   runtime::event priority_;
+  runtime::event item_ready_;  // something was queued or unblocked (for wait_item)
+  bool has_takeable() const noexcept;
   runtime::detail::wait_list waiters_;
 };
 

@@ -68,6 +68,12 @@ class executor {
     assert(is_current() && "schedule() off the owning executor");
     ready_.push(h);
   }
+  // Like schedule(), but `h` runs only in the next turn, after the ring is submitted and reaped:
+  // for a long-running coroutine that must let I/O completions and other work through.
+  void defer(std::coroutine_handle<> h) {
+    assert(is_current() && "defer() off the owning executor");
+    deferred_.push(h);
+  }
   void submit(io_op& op) {
     assert(is_current() && "submit() off the owning executor");
     backend_->submit(op);
@@ -132,6 +138,7 @@ class executor {
   std::chrono::microseconds spin_before_sleep_;
   std::unique_ptr<io_backend> backend_;
   detail::ready_queue ready_;
+  detail::ready_queue deferred_;  // yield_to_io(): run next turn, after the ring was polled
   detail::mpsc_inbox inbox_;
   alignas(64) std::atomic<bool> sleeping_{false};
   std::atomic<std::uint64_t> wakeups_sent_{0};
@@ -160,6 +167,17 @@ struct yield_awaiter {
   void await_resume() const noexcept {}
 };
 inline yield_awaiter yield() noexcept { return {}; }
+
+// co_await yield_to_io(): continue in the next loop turn, after the executor has submitted and
+// reaped its ring and run its inbox. A coroutine that rarely waits (a source reading a cached file,
+// a producer whose buffers never run out) calls it now and then, so the I/O of the others (state
+// writes, fsyncs) progresses. yield() alone may resume it in the same turn.
+struct yield_to_io_awaiter {
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) const { executor::current()->defer(h); }
+  void await_resume() const noexcept {}
+};
+inline yield_to_io_awaiter yield_to_io() noexcept { return {}; }
 
 // co_await switch_to(ex): continue on `ex` (through its inbox). No-op if already there.
 class switch_to_awaiter : detail::inbox_node {

@@ -1,0 +1,109 @@
+#include "jobs_cmd.hpp"
+
+#include <sluice/dataflow/job_runner.hpp>
+#include <sluice/dataflow/samples.hpp>
+
+#include <fmt/core.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <exception>
+
+namespace sluice::apps {
+
+namespace {
+
+void add_job_options(CLI::App& command, job_cli_options& o) {
+  command.add_option("--checkpoint-dir", o.checkpoint_dir, "Where checkpoints go; a valid one there is resumed from")
+      ->required();
+  command.add_option("--checkpoint-interval-ms", o.checkpoint_interval_ms, "Between periodic checkpoints")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{86'400'000}));
+  command.add_option("--checkpoint-mode", o.checkpoint_mode, "aligned, unaligned or aligned-timeout")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"aligned", "unaligned", "aligned-timeout"}));
+  command.add_option("--alignment-timeout-ms", o.alignment_timeout_ms,
+                     "aligned-timeout: alignment longer than this switches the checkpoint to unaligned")
+      ->capture_default_str();
+  command.add_option("--parallelism", o.parallelism, "Tasks per stage")->capture_default_str()->check(CLI::Range(1, 64));
+  command.add_option("--transport", o.transport, "Channels between stages: local or tcp (loopback)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"local", "tcp"}));
+  command.add_option("--executors", o.executors, "Executor threads")->capture_default_str()->check(CLI::Range(1u, 64u));
+  command.add_flag("--quiet", o.quiet, "No progress line (the final summary is always printed)");
+}
+
+snapshot::checkpoint_mode parse_mode(const std::string& m) {
+  if (m == "unaligned") return snapshot::checkpoint_mode::unaligned;
+  if (m == "aligned-timeout") return snapshot::checkpoint_mode::aligned_timeout;
+  return snapshot::checkpoint_mode::aligned;
+}
+
+std::string progress_text(const dataflow::job_progress& p) {
+  const double seconds = std::chrono::duration<double>(p.elapsed).count();
+  std::string text = fmt::format("{:.1f} s  {} records  {:.0f} records/s  backpressure {:.0f}%", seconds, p.records_in,
+                                 seconds > 0 ? static_cast<double>(p.records_in) / seconds : 0.0,
+                                 100.0 * p.backpressure);
+  if (p.last_checkpoint != snapshot::no_checkpoint) {
+    text += fmt::format("  checkpoint {} ({:.1f} ms, {} bytes)", p.last_checkpoint,
+                        std::chrono::duration<double, std::milli>(p.last_checkpoint_duration).count(),
+                        p.last_checkpoint_bytes);
+  }
+  return text;
+}
+
+int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) {
+  dataflow::job_settings settings;
+  settings.checkpoint_dir = o.checkpoint_dir;
+  settings.checkpoint_interval = std::chrono::milliseconds(o.checkpoint_interval_ms);
+  settings.mode = parse_mode(o.checkpoint_mode);
+  settings.alignment_timeout = std::chrono::milliseconds(o.alignment_timeout_ms);
+  settings.transport = o.transport;
+  settings.executors = o.executors;
+  const bool live = !o.quiet && ::isatty(STDERR_FILENO) == 1;
+  if (live) {
+    settings.on_progress = [](const dataflow::job_progress& p) {
+      fmt::print(stderr, "\r\x1b[K{}", progress_text(p));
+      std::fflush(stderr);
+    };
+  }
+  dataflow::job_result r = dataflow::run_job(job, settings);
+  if (live) fmt::print(stderr, "\r\x1b[K");
+  if (r.resumed_from) fmt::print(stderr, "sluice {}: resumed from checkpoint {}\n", what, *r.resumed_from);
+  fmt::print(stderr, "sluice {}: {}; {} checkpoints completed, {} aborted; {}\n", what,
+             r.exit_code == 0 ? "done" : "FAILED", r.final.checkpoints_completed, r.final.checkpoints_aborted,
+             progress_text(r.final));
+  if (r.exit_code != 0) fmt::print(stderr, "sluice {}: {}\n", what, r.message);
+  return r.exit_code;
+}
+
+}  // namespace
+
+void add_wordcount_options(CLI::App& command, wordcount_cli& o) {
+  command.add_option("--input", o.input, "Text file to count the words of")->required()->check(CLI::ExistingFile);
+  command.add_option("--output", o.output, "Directory for the published output files ('word count' lines)")->required();
+  command.add_option("--window-lines", o.window_lines,
+                     "Count per tumbling window of N input lines ('window_start word count' lines); 0: totals");
+  add_job_options(command, o.job);
+}
+
+int run_wordcount(const wordcount_cli& o) {
+  try {
+    std::error_code made;
+    std::filesystem::create_directories(o.output, made);
+    if (made) {
+      fmt::print(stderr, "sluice wordcount: create output directory '{}': {}\n", o.output, made.message());
+      return 2;
+    }
+    dataflow::job_builder job("wordcount");
+    dataflow::build_wordcount(job, {o.input, o.output, o.job.parallelism, o.window_lines});
+    return run(job, o.job, "wordcount");
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "sluice wordcount: {}\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace sluice::apps

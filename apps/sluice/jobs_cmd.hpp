@@ -1,0 +1,33 @@
+#pragma once
+// `sluice wordcount` (and the other sample jobs): parse the options, run the job, print a summary.
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace sluice::apps {
+
+struct job_cli_options {
+  std::string checkpoint_dir;
+  std::uint64_t checkpoint_interval_ms = 1000;
+  std::string checkpoint_mode = "aligned";
+  std::uint64_t alignment_timeout_ms = 100;
+  std::size_t parallelism = 2;
+  std::string transport = "local";
+  unsigned executors = 2;
+  bool quiet = false;
+};
+
+struct wordcount_cli {
+  std::string input;
+  std::string output;
+  std::uint64_t window_lines = 0;
+  job_cli_options job;
+};
+
+void add_wordcount_options(CLI::App& command, wordcount_cli& options);
+// Returns the process exit code (0 done, 1 failed, 2 bad usage, 130 stopped by a signal).
+int run_wordcount(const wordcount_cli& options);
+
+}  // namespace sluice::apps
