@@ -4,7 +4,9 @@
 //   sluice bench --list            the benchmarks and what they measure
 //   sluice bench <name> [--json] [--runs N] [bench options]
 //   sluice demo [options]          an echo server and clients on the runtime, with a summary
+//   sluice checkpoints DIR [--json] the checkpoints under DIR, validated, and the resume point
 
+#include "checkpoints_cmd.hpp"
 #include "demo.hpp"
 
 #include <sluice/runtime/version.hpp>
@@ -83,6 +85,12 @@ int main(int argc, char** argv) {
   sluice::apps::demo_options demo_opts;
   sluice::apps::add_demo_options(*demo, demo_opts);
 
+  // --- checkpoints ---
+  CLI::App* checkpoints =
+      app.add_subcommand("checkpoints", "List the checkpoints under a directory, validated, and the resume point");
+  sluice::apps::checkpoints_options checkpoints_opts;
+  sluice::apps::add_checkpoints_options(*checkpoints, checkpoints_opts);
+
   CLI11_PARSE(app, argc, argv);
 
   if (bench->parsed()) {
@@ -109,6 +117,14 @@ int main(int argc, char** argv) {
       return sluice::apps::run_demo(demo_opts);
     } catch (const std::exception& e) {
       fmt::print(stderr, "sluice demo: {}\n", e.what());
+      return 1;
+    }
+  }
+  if (checkpoints->parsed()) {
+    try {
+      return sluice::apps::run_checkpoints(checkpoints_opts);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "sluice checkpoints: {}\n", e.what());
       return 1;
     }
   }
