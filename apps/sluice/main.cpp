@@ -5,7 +5,9 @@
 //   sluice bench <name> [--json] [--runs N] [bench options]
 //   sluice demo [options]          an echo server and clients on the runtime, with a summary
 //   sluice wordcount --input F --output D --checkpoint-dir C [...]   the word-count job
+//   sluice checkpoints DIR [--json] the checkpoints under DIR, validated, and the resume point
 
+#include "checkpoints_cmd.hpp"
 #include "demo.hpp"
 #include "jobs_cmd.hpp"
 
@@ -90,6 +92,11 @@ int main(int argc, char** argv) {
       "wordcount", "Count the words of a text file, exactly once across crashes (resumes from its checkpoints)");
   sluice::apps::wordcount_cli wordcount_opts;
   sluice::apps::add_wordcount_options(*wordcount, wordcount_opts);
+  // --- checkpoints ---
+  CLI::App* checkpoints =
+      app.add_subcommand("checkpoints", "List the checkpoints under a directory, validated, and the resume point");
+  sluice::apps::checkpoints_options checkpoints_opts;
+  sluice::apps::add_checkpoints_options(*checkpoints, checkpoints_opts);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -119,6 +126,14 @@ int main(int argc, char** argv) {
       return sluice::apps::run_demo(demo_opts);
     } catch (const std::exception& e) {
       fmt::print(stderr, "sluice demo: {}\n", e.what());
+      return 1;
+    }
+  }
+  if (checkpoints->parsed()) {
+    try {
+      return sluice::apps::run_checkpoints(checkpoints_opts);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "sluice checkpoints: {}\n", e.what());
       return 1;
     }
   }

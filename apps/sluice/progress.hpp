@@ -1,0 +1,85 @@
+#pragma once
+// progress_line: one status line for a running job on stderr, and a summary line at the end.
+//
+// On a terminal (and unless quiet) update() redraws the line in place ('\r', the text, then
+// clear-to-end-of-line) at most every 250 ms, cut to the terminal's width so it never wraps. When
+// stderr is a file or a pipe nothing is redrawn, so logs stay clean. finish(summary) always prints
+// the summary, on the status line's place when there is one.
+//
+//   progress_line progress({.quiet = opts.quiet});
+//   for (...) { progress.set_records(total, rate); progress.update(); }
+//   progress.finish(fmt::format("done: {} records", total));
+//
+// Not thread-safe: one owner calls it (typically a timer task on one executor).
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sluice::apps {
+
+struct checkpoint_progress {
+  std::uint64_t id = 0;
+  std::uint64_t duration_ms = 0;
+  std::uint64_t size_bytes = 0;
+};
+
+// What the line shows; a field left empty is left out.
+struct progress_fields {
+  std::uint64_t elapsed_ms = 0;
+  std::optional<std::uint64_t> records_total;
+  std::optional<double> records_per_second;
+  std::optional<double> backpressure;  // fraction of time blocked on credit, 0..1
+  std::optional<checkpoint_progress> last_checkpoint;
+};
+
+// "1m05s | 1,234,567 records | 98.1k rec/s | backpressure 12% | last chk-7: 143 ms, 10.6 KiB"
+std::string format_progress(const progress_fields& fields);
+
+class progress_line {
+ public:
+  using clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds redraw_interval{250};
+
+  struct options {
+    bool quiet = false;                 // never draw the status line (finish still prints)
+    std::FILE* out = stderr;
+    std::optional<bool> terminal;       // empty: isatty(out)
+    std::optional<unsigned> width;      // columns; empty: asked of the terminal (80 if it can't say)
+    clock::time_point start = clock::now();
+  };
+
+  explicit progress_line(options o);
+  progress_line() : progress_line(options{}) {}
+  progress_line(const progress_line&) = delete;
+  progress_line& operator=(const progress_line&) = delete;
+  // Ends a status line left showing with a newline, so what follows does not overwrite it.
+  ~progress_line();
+
+  void set_records(std::uint64_t total, double per_second);
+  void set_backpressure(double fraction);
+  void set_checkpoint(std::uint64_t id, std::uint64_t duration_ms, std::uint64_t size_bytes);
+
+  // Redraws the status line when it is drawn at all and the last redraw is 250 ms old or more.
+  void update(clock::time_point now = clock::now());
+  // Prints `summary` and a newline (replacing the status line, if any). After it, update() does nothing.
+  void finish(std::string_view summary);
+
+  bool draws() const noexcept { return draws_; }
+  progress_fields fields(clock::time_point now) const;
+
+ private:
+  std::FILE* out_;
+  bool draws_;
+  unsigned width_;
+  clock::time_point start_;
+  std::optional<clock::time_point> last_draw_;
+  bool showing_ = false;  // a status line is on screen, without its newline
+  bool finished_ = false;
+  progress_fields fields_;
+};
+
+}  // namespace sluice::apps
