@@ -62,8 +62,8 @@ class runner final : public detail::task_listener {
 
   rt::task<job_result> run();
 
-  void source_finished(ss::task_id) override {
-    if (++sources_finished_ == sources_) all_sources_finished_.set();
+  void data_ended(ss::task_id) override {
+    if (++data_ended_ == slots_.size()) all_data_ended_.set();
   }
   void task_ended(ss::task_id id, std::optional<std::string> failure) override {
     slots_[id].ended = true;
@@ -72,7 +72,7 @@ class runner final : public detail::task_listener {
       failure_ = std::move(failure);
       runtime::log::error("job {}: {}", job_.name(), *failure_);
       tasks_scope_.request_stop();
-      all_sources_finished_.set();  // wakes the controller, which sees the failure
+      all_data_ended_.set();  // wakes the controller, which sees the failure
     }
     if (tasks_ended_ == slots_.size()) all_ended_.set();
   }
@@ -105,11 +105,10 @@ class runner final : public detail::task_listener {
   std::vector<stage_shape> shapes_;
   std::vector<task_slot> slots_;
   std::vector<std::unique_ptr<bf::tcp_transport>> transports_;
-  std::size_t sources_ = 0;
-  std::size_t sources_finished_ = 0;
+  std::size_t data_ended_ = 0;
   std::size_t tasks_ended_ = 0;
   std::optional<std::string> failure_;
-  rt::event all_sources_finished_;
+  rt::event all_data_ended_;
   rt::event all_ended_;
   rt::scope tasks_scope_;
   std::chrono::steady_clock::time_point started_{};
@@ -239,9 +238,10 @@ rt::task<void> runner::run_helpers(task_slot* slot) {
 }
 
 rt::task<void> runner::controller() {
-  co_await all_sources_finished_.wait();
+  co_await all_data_ended_.wait();
   if (failure_) co_return;
-  // The final checkpoint: every sink publishes what it staged.
+  // The final checkpoint, once every task has passed on all it will emit: every sink publishes what
+  // it staged. (A source's sending stays open until then: barriers still flow.)
   for (int attempt = 1;; ++attempt) {
     ss::checkpoint_outcome outcome = co_await coordinator_->trigger_now();
     if (outcome.completed()) break;
@@ -319,7 +319,6 @@ rt::task<job_result> runner::run() {
     shapes_[s].parallelism = stages[s].parallelism;
     next_task += stages[s].parallelism;
     if (stages[s].upstream) shapes_[*stages[s].upstream].downstream = s;
-    if (!stages[s].upstream) sources_ += stages[s].parallelism;
   }
   slots_.resize(next_task);
   for (std::size_t s = 0; s < stages.size(); ++s) {

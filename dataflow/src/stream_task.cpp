@@ -105,6 +105,12 @@ rt::task<void> stream_task::run() {
         ok = co_await built_.output_->drain();
         continue;
       }
+      if (!data_end_reported_ && (built_.source_ != nullptr ? source_ended_ : input_data_ended_)) {
+        data_end_reported_ = true;
+        task_listener* listener = wiring_.listener;
+        ss::task_id id = wiring_.id;
+        wiring_.runner->post([listener, id] { listener->data_ended(id); });
+      }
       if (built_.source_ != nullptr) {
         if (finish_requested_) break;
         ok = co_await step_source();
@@ -238,12 +244,7 @@ rt::task<io::result<void>> stream_task::step_source() {
   }
   io::result<source_status> status = co_await built_.source_->produce(source_batch_records);
   if (!status) co_return std::move(status).error();
-  if (status.value() == source_status::end) {
-    source_ended_ = true;
-    task_listener* listener = wiring_.listener;
-    ss::task_id id = wiring_.id;
-    wiring_.runner->post([listener, id] { listener->source_finished(id); });
-  }
+  if (status.value() == source_status::end) source_ended_ = true;
   co_return io::result<void>();
 }
 

@@ -51,7 +51,9 @@ inline constexpr std::uint32_t backlog_index = 1002;
 class task_listener {
  public:
   virtual ~task_listener() = default;
-  virtual void source_finished(snapshot::task_id task) = 0;
+  // The task has passed on everything it will ever emit (its input ended and its output queue is
+  // empty); the final checkpoint waits for every task to say so, so it covers all output.
+  virtual void data_ended(snapshot::task_id task) = 0;
   virtual void task_ended(snapshot::task_id task, std::optional<std::string> failure) = 0;
 };
 
@@ -138,6 +140,7 @@ class stream_task final : public snapshot::checkpoint_participant {
   bool input_data_ended_ = false;
   bool source_ended_ = false;
   bool finish_requested_ = false;
+  bool data_end_reported_ = false;
   std::deque<message> mailbox_;
   runtime::event wake_;
   runtime::scope watchers_;

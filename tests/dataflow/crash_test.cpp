@@ -1,0 +1,133 @@
+// Exactly once under crashes: the word-count job runs in a child process that is killed with
+// SIGKILL at random moments (during processing, checkpoint writes, commits, the final checkpoint),
+// then started again with the same arguments, until one run finishes. The published output must
+// equal an uninterrupted run's, for every checkpoint mode and both transports.
+#include <sluice/dataflow/generator.hpp>
+#include <sluice/dataflow/job_runner.hpp>
+#include <sluice/dataflow/samples.hpp>
+
+#include <support/temp_dir.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace sluice::dataflow;
+using sluice::snapshot::checkpoint_mode;
+using sluice::test::temp_dir;
+
+namespace {
+
+void write_corpus_file(const std::string& path, std::uint64_t lines, std::uint64_t seed) {
+  word_corpus_generator gen(seed);
+  std::ofstream out(path);
+  for (std::uint64_t i = 0; i < lines; ++i) out << gen.next_line() << '\n';
+}
+
+std::vector<std::string> expected_counts(const std::string& path) {
+  std::ifstream in(path);
+  std::map<std::string, std::uint64_t> counts;
+  std::string w;
+  while (in >> w) ++counts[w];
+  std::vector<std::string> out;
+  for (const auto& [word, n] : counts) out.push_back(word + " " + std::to_string(n));
+  return out;
+}
+
+std::vector<std::string> published(const std::string& dir) {
+  std::vector<std::string> out;
+  if (!std::filesystem::exists(dir)) return out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.' || name[0] == '_') continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    while (std::getline(in, line)) out.push_back(line);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The job in a child process; returns its pid. The child never returns into the test.
+pid_t start_job(const temp_dir& dir, checkpoint_mode mode, const std::string& transport) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int code = 1;
+  try {
+    job_builder job("wordcount");
+    build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+    job_settings settings;
+    settings.checkpoint_dir = dir.file("checkpoints");
+    settings.checkpoint_interval = std::chrono::milliseconds(10);
+    settings.mode = mode;
+    settings.alignment_timeout = std::chrono::milliseconds(2);
+    settings.transport = transport;
+    settings.handle_signals = false;
+    code = run_job(job, settings).exit_code;
+  } catch (...) {
+    code = 3;
+  }
+  ::_exit(code);
+}
+
+struct crash_report {
+  int kills = 0;
+  int exit_code = -1;
+};
+
+crash_report run_until_done(const temp_dir& dir, checkpoint_mode mode, const std::string& transport,
+                            std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> delay_ms(5, 250);
+  crash_report report;
+  for (int attempt = 0; attempt < 40; ++attempt) {
+    const pid_t pid = start_job(dir, mode, transport);
+    REQUIRE(pid > 0);
+    // The last attempts run to the end, so the test always finishes.
+    const auto deadline = std::chrono::steady_clock::now() +
+                          (attempt < 8 ? std::chrono::milliseconds(delay_ms(rng)) : std::chrono::milliseconds(120'000));
+    int status = 0;
+    pid_t done = 0;
+    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (done == pid) {
+      report.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return report;
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    ++report.kills;
+  }
+  return report;
+}
+
+}  // namespace
+
+TEST_CASE("word count killed with SIGKILL at random moments and restarted publishes exactly the uninterrupted result",
+          "[dataflow][crash]") {
+  const auto mode = GENERATE(checkpoint_mode::aligned, checkpoint_mode::unaligned, checkpoint_mode::aligned_timeout);
+  const std::string transport = GENERATE("local", "tcp");
+  INFO("mode " << sluice::snapshot::to_string(mode) << ", transport " << transport);
+  temp_dir dir;
+  write_corpus_file(dir.file("input.txt"), 60'000, 5);
+  const crash_report report =
+      run_until_done(dir, mode, transport, 17 + static_cast<std::uint64_t>(mode) * 3 + (transport == "tcp"));
+  INFO("killed " << report.kills << " times");
+  REQUIRE(report.exit_code == 0);
+  CHECK(report.kills > 0);
+  CHECK(published(dir.file("out")) == expected_counts(dir.file("input.txt")));
+}
