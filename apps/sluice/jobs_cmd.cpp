@@ -1,6 +1,8 @@
 #include "jobs_cmd.hpp"
 
+#include <sluice/dataflow/generator.hpp>
 #include <sluice/dataflow/job_runner.hpp>
+#include <sluice/runtime/sync_wait.hpp>
 #include <sluice/dataflow/samples.hpp>
 
 #include <fmt/core.h>
@@ -104,6 +106,22 @@ int run_wordcount(const wordcount_cli& o) {
     fmt::print(stderr, "sluice wordcount: {}\n", e.what());
     return 2;
   }
+}
+
+void add_corpus_options(CLI::App& command, corpus_cli& o) {
+  command.add_option("--output", o.output, "File to write")->required();
+  command.add_option("--lines", o.lines, "Lines of words")->capture_default_str();
+  command.add_option("--seed", o.seed, "Seed: the same seed gives the same corpus")->capture_default_str();
+}
+
+int run_corpus(const corpus_cli& o) {
+  io::result<std::uint64_t> written = runtime::sync_wait(dataflow::write_corpus(o.output, o.lines, o.seed));
+  if (!written) {
+    fmt::print(stderr, "sluice corpus: {}\n", written.error().message());
+    return 1;
+  }
+  fmt::print(stderr, "sluice corpus: {} lines, {} bytes in {}\n", o.lines, written.value(), o.output);
+  return 0;
 }
 
 }  // namespace sluice::apps

@@ -26,7 +26,15 @@ struct wordcount_cli {
   job_cli_options job;
 };
 
+struct corpus_cli {
+  std::string output;
+  std::uint64_t lines = 1'000'000;
+  std::uint64_t seed = 42;
+};
+
 void add_wordcount_options(CLI::App& command, wordcount_cli& options);
+void add_corpus_options(CLI::App& command, corpus_cli& options);
+int run_corpus(const corpus_cli& options);
 // Returns the process exit code (0 done, 1 failed, 2 bad usage, 130 stopped by a signal).
 int run_wordcount(const wordcount_cli& options);
 

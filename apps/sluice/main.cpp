@@ -98,7 +98,13 @@ int main(int argc, char** argv) {
   sluice::apps::checkpoints_options checkpoints_opts;
   sluice::apps::add_checkpoints_options(*checkpoints, checkpoints_opts);
 
+  CLI::App* corpus = app.add_subcommand("corpus", "Write a seeded corpus of words, for the sample jobs");
+  sluice::apps::corpus_cli corpus_opts;
+  sluice::apps::add_corpus_options(*corpus, corpus_opts);
+
   CLI11_PARSE(app, argc, argv);
+
+  if (corpus->parsed()) return sluice::apps::run_corpus(corpus_opts);
 
   if (wordcount->parsed()) return sluice::apps::run_wordcount(wordcount_opts);
 

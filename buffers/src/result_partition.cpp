@@ -279,6 +279,19 @@ std::size_t result_partition::backlog(std::size_t subpartition) const {
   return at(subpartition).data_queued;
 }
 
+bool result_partition::take_buffer_now(subpartition_state& s) {
+  if (spare_.valid()) {
+    s.current = std::move(spare_);
+  } else {
+    std::optional<buffer> b = pool_->try_request();
+    if (!b) return false;
+    s.current = std::move(*b);
+  }
+  s.current.set_kind(buffer_kind::data);
+  s.deadline = owner_->now() + options_.flush_timeout;
+  return true;
+}
+
 runtime::task<bool> result_partition::wait_writable() {
   check_owner();
   if (writable()) co_return true;

@@ -83,7 +83,8 @@ class result_partition {
     assert(!emitting_ && !finished_ && "try_emit during an emit or after finish()");
     if (subpartition >= options_.subpartitions || --fast_budget_ == 0) return false;
     subpartition_state& s = subs_[subpartition];
-    if (!s.current.valid() || options_.flush_timeout.count() == 0) return false;
+    if (options_.flush_timeout.count() == 0 || s.released) return false;
+    if (!s.current.valid() && !take_buffer_now(s)) return false;
     const std::size_t record_bytes = codec<T>::encoded_size(record);
     if (record_length_bytes + record_bytes >= s.current.remaining() || record_bytes > options_.max_record_bytes) {
       return false;  // the slow path finishes full buffers
@@ -211,6 +212,8 @@ class result_partition {
   // Copies the serializer's pending record into the subpartition, finishing full buffers.
   runtime::task<bool> copy_record(std::size_t subpartition);
   void enqueue_current(subpartition_state& s);
+  // try_emit(): a buffer for `s` without waiting (the spare, else the pool), or false.
+  bool take_buffer_now(subpartition_state& s);
   void push(subpartition_state& s, entry e);
 
   local_buffer_pool* pool_;
