@@ -11,6 +11,7 @@ namespace sluice::buffers {
 
 namespace {
 constexpr std::chrono::microseconds yield_interval{200};
+runtime::task<void> wait_finished(runtime::event* e) { (void)co_await e->wait(); }
 }  // namespace
 
 bool is_end_of_partition(const buffer_view& event) noexcept {
@@ -192,9 +193,13 @@ runtime::task<void> result_partition::run_flusher() {
   if (options_.flush_timeout.count() == 0) co_return;
   // Like Flink's output flusher: one wake-up per flush timeout flushes every partly filled buffer,
   // so no record waits longer than the timeout, and 1000 subpartitions cost one timer, not 1000.
+  // finish() wakes it at once (it flushes everything itself), so the flusher never holds the end
+  // of a partition up by a timeout.
   while (!finished_) {
-    const bool slept = co_await runtime::sleep_for(options_.flush_timeout);
-    if (!slept) co_return;  // stopped
+    const bool ended = co_await runtime::with_timeout(wait_finished(&finished_event_), options_.flush_timeout);
+    if (ended || finished_) co_return;
+    const std::stop_token stop = co_await runtime::current_stop_token();
+    if (stop.stop_requested()) co_return;
     flush_all();
   }
 }
@@ -253,6 +258,7 @@ runtime::task<bool> result_partition::finish() {
   buffer_view view = eop->retain();
   eop.reset();
   finished_ = true;
+  finished_event_.set();
   add_event_to_all(std::move(view));  // flushes every subpartition first
   co_return true;
 }

@@ -226,6 +226,7 @@ class result_partition {
   std::size_t next_round_robin_ = 0;
   bool emitting_ = false;
   bool finished_ = false;
+  runtime::event finished_event_;  // wakes run_flusher() at finish()
   // try_emit() takes the slow path every fast_path_run calls, so deadlines are checked and the
   // producer yields to the executor now and then.
   static constexpr std::uint32_t fast_path_run = 256;
