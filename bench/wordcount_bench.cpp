@@ -1,0 +1,107 @@
+// wordcount: words per second through the word-count job (dataflow/samples.hpp) on a generated
+// corpus, with checkpoints on (unaligned, every 100 ms) and off, beside a single-threaded word count
+// in plain C++ (std::ifstream, std::unordered_map) over the same file in the same run.
+
+#include "bench.hpp"
+
+#include <sluice/dataflow/generator.hpp>
+#include <sluice/dataflow/job_runner.hpp>
+#include <sluice/dataflow/samples.hpp>
+#include <sluice/runtime/sync_wait.hpp>
+
+#include <fmt/core.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+namespace sluice::bench {
+namespace {
+
+namespace df = sluice::dataflow;
+
+std::uint64_t count_words(const std::string& path) {
+  std::uint64_t words = 0;
+  std::string line;
+  std::ifstream in(path);
+  while (std::getline(in, line)) df::for_each_word(line, [&](std::string_view) { ++words; });
+  return words;
+}
+
+double baseline_seconds(const std::string& path) {
+  const auto start = bench_clock::now();
+  std::unordered_map<std::string, std::uint64_t> counts;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) df::for_each_word(line, [&](std::string_view w) { ++counts[std::string(w)]; });
+  do_not_optimize(counts.size());
+  return seconds_since(start);
+}
+
+double job_seconds(const std::string& dir, const std::string& input, bool checkpoints, std::size_t parallelism) {
+  std::filesystem::remove_all(dir + "/out");
+  std::filesystem::remove_all(dir + "/chk");
+  std::filesystem::create_directories(dir + "/out");
+  df::job_builder job("wordcount");
+  df::build_wordcount(job, {input, dir + "/out", parallelism, 0});
+  df::job_settings settings;
+  settings.checkpoint_dir = dir + "/chk";
+  settings.mode = snapshot::checkpoint_mode::unaligned;
+  settings.checkpoint_interval = checkpoints ? std::chrono::milliseconds(100) : std::chrono::milliseconds(86'400'000);
+  settings.handle_signals = false;
+  const auto start = bench_clock::now();
+  df::job_result r = df::run_job(job, settings);
+  const double s = seconds_since(start);
+  if (r.exit_code != 0) throw std::runtime_error("wordcount bench: the job failed: " + r.message);
+  return s;
+}
+
+class wordcount_bench final : public benchmark {
+ public:
+  std::string_view name() const noexcept override { return "wordcount"; }
+  std::string_view description() const noexcept override {
+    return "words/s through the word-count job, checkpoints on and off, vs a one-thread std::unordered_map count";
+  }
+  std::vector<option> options() override {
+    return {{"--lines", "corpus lines", &lines_}, {"--parallelism", "tasks per stage", &parallelism_}};
+  }
+  void run(const common_options& common, const reporter& out) override {
+    const std::string dir = fmt::format("/tmp/sluice-bench-wordcount-{}", ::getpid());
+    std::filesystem::create_directories(dir);
+    const std::string input = dir + "/corpus.txt";
+    auto written = runtime::sync_wait(df::write_corpus(input, lines_, 42));
+    if (!written) throw std::runtime_error(written.error().message());
+    const double words = static_cast<double>(count_words(input));
+    for (const bool checkpoints : {true, false}) {
+      auto r = measure_paired(
+          common.runs, [&] { return words / job_seconds(dir, input, checkpoints, parallelism_); },
+          [&] { return words / baseline_seconds(input); });
+      out.result(name(),
+                 fmt::format("wordcount, checkpoints {}: {}/s words  baseline (one thread, unordered_map) {}/s  "
+                             "ratio {:.2f}  ({} lines, {} words, parallelism {})",
+                             checkpoints ? "on (unaligned, 100 ms)" : "off", human_rate(r.figure),
+                             human_rate(r.baseline), r.figure / r.baseline, lines_, words, parallelism_),
+                 {{"words_per_s", r.figure},
+                  {"baseline_words_per_s", r.baseline},
+                  {"ratio", r.figure / r.baseline},
+                  {"checkpoints", checkpoints},
+                  {"lines", lines_},
+                  {"parallelism", std::uint64_t{parallelism_}},
+                  {"runs", std::uint64_t{common.runs}}});
+    }
+    std::filesystem::remove_all(dir);
+  }
+
+ private:
+  std::uint64_t lines_ = 1'000'000;
+  unsigned parallelism_ = 2;
+};
+
+registration<wordcount_bench> reg;
+
+}  // namespace
+}  // namespace sluice::bench
