@@ -7,7 +7,7 @@
 
 #include <sluice/dataflow/exactly_once_file_sink.hpp>
 
-#include "directory_listing.hpp"
+#include <sluice/io/fs.hpp>
 
 #include <sluice/io/fs.hpp>
 
@@ -214,7 +214,7 @@ runtime::task<io::result<void>> exactly_once_file_sink::recover(std::span<const 
   }
 
   // BLOCKING (see the header): once per task, at start-up.
-  auto names = detail::list_directory_blocking(dir_);
+  auto names = io::list_directory_blocking(dir_);
   if (!names) co_return names.error();
   std::set<std::uint64_t> staged;
   std::set<std::uint64_t> published;

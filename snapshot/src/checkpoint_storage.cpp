@@ -6,7 +6,7 @@
 #include <sluice/runtime/log.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
 
-#include "directory_listing.hpp"
+#include <sluice/io/fs.hpp>
 
 #include <fmt/format.h>
 
@@ -128,7 +128,7 @@ std::optional<checkpoint_id> checkpoint_storage::parse_dir_name(std::string_view
 }
 
 io::result<std::vector<checkpoint_id>> checkpoint_storage::list_ids() const {
-  auto names = detail::list_directory_blocking(root_);
+  auto names = io::list_directory_blocking(root_);
   if (!names) {
     if (is_enoent(names.error())) return std::vector<checkpoint_id>{};  // nothing was ever stored
     return std::move(names).error();

@@ -13,7 +13,7 @@
 #include <sluice/runtime/log.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
 
-#include "directory_listing.hpp"
+#include <sluice/io/fs.hpp>
 
 #include <fmt/format.h>
 
@@ -51,7 +51,7 @@ runtime::task<io::result<void>> checkpoint_storage::remove_checkpoint_dir(checkp
     if (gone || gone.error().code() != std::errc::directory_not_empty) co_return gone;
     runtime::log::debug("retention: chk-{} holds files its manifest does not list; listing it", id);
   }
-  auto listed = detail::list_directory_blocking(dir);
+  auto listed = io::list_directory_blocking(dir);
   if (!listed) co_return std::move(listed).error();
   auto removed = co_await remove_files(dir, std::move(listed).value());
   if (!removed) co_return removed;

@@ -8,6 +8,8 @@
 
 #include <support/temp_dir.hpp>
 
+#include "wordcount_support.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -28,38 +30,14 @@
 using namespace sluice::dataflow;
 using sluice::snapshot::checkpoint_mode;
 using sluice::test::temp_dir;
+using sluice::test::expected_counts;
+using sluice::test::write_corpus_file;
+using sluice::test::published_lines;
 
 namespace {
 
-void write_corpus_file(const std::string& path, std::uint64_t lines, std::uint64_t seed) {
-  word_corpus_generator gen(seed);
-  std::ofstream out(path);
-  for (std::uint64_t i = 0; i < lines; ++i) out << gen.next_line() << '\n';
-}
 
-std::vector<std::string> expected_counts(const std::string& path) {
-  std::ifstream in(path);
-  std::map<std::string, std::uint64_t> counts;
-  std::string w;
-  while (in >> w) ++counts[w];
-  std::vector<std::string> out;
-  for (const auto& [word, n] : counts) out.push_back(word + " " + std::to_string(n));
-  return out;
-}
 
-std::vector<std::string> published(const std::string& dir) {
-  std::vector<std::string> out;
-  if (!std::filesystem::exists(dir)) return out;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || name[0] == '.' || name[0] == '_') continue;
-    std::ifstream in(entry.path());
-    std::string line;
-    while (std::getline(in, line)) out.push_back(line);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 // The job in a child process; returns its pid. The child never returns into the test.
 pid_t start_job(const temp_dir& dir, checkpoint_mode mode, const std::string& transport) {
@@ -129,7 +107,7 @@ TEST_CASE("word count killed with SIGKILL at random moments and restarted publis
   INFO("killed " << report.kills << " times");
   REQUIRE(report.exit_code == 0);
   CHECK(report.kills > 0);
-  CHECK(published(dir.file("out")) == expected_counts(dir.file("input.txt")));
+  CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));
 }
 
 namespace {
@@ -189,5 +167,5 @@ TEST_CASE("resuming from an unaligned checkpoint that holds in-flight channel st
   INFO("resuming from " << keep << " with " << channel_state_bytes(with_state) << " bytes of channel state");
   const crash_report report = run_until_done(dir, checkpoint_mode::unaligned, "local", 99);
   REQUIRE(report.exit_code == 0);
-  CHECK(published(dir.file("out")) == expected_counts(dir.file("input.txt")));
+  CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));
 }

@@ -13,7 +13,9 @@
 #include <sluice/io/result.hpp>
 #include <sluice/runtime/task.hpp>
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 namespace sluice::io {
 
@@ -25,5 +27,12 @@ runtime::task<result<void>> remove(std::string path);
 
 // rmdir(2) of an empty directory (ENOTEMPTY otherwise).
 runtime::task<result<void>> remove_directory(std::string path);
+
+// Every name in `dir` but "." and "..", unsorted. io_uring has no "read directory" op, so this is a
+// BLOCKING metadata call on the calling thread: for start-up, the CLI and rare maintenance (checkpoint
+// retention), never the per-record or per-checkpoint path. At most max_directory_entries names.
+// Errors: "list directory '<dir>': <strerror>".
+inline constexpr std::size_t max_directory_entries = 1u << 20;
+result<std::vector<std::string>> list_directory_blocking(const std::string& dir);
 
 }  // namespace sluice::io

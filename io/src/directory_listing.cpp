@@ -1,11 +1,11 @@
-#include "directory_listing.hpp"
+#include <sluice/io/fs.hpp>
 
 #include <dirent.h>
 
 #include <cerrno>
 #include <cstring>
 
-namespace sluice::dataflow::detail {
+namespace sluice::io {
 
 io::result<std::vector<std::string>> list_directory_blocking(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
@@ -30,4 +30,4 @@ io::result<std::vector<std::string>> list_directory_blocking(const std::string& 
   return names;
 }
 
-}  // namespace sluice::dataflow::detail
+}  // namespace sluice::io
