@@ -89,10 +89,15 @@ void stream_task::finish_input() { post_message(finish_msg{}); }
 
 rt::task<void> stream_task::run() {
   std::optional<std::string> failed;
+  const std::stop_token stop = co_await rt::current_stop_token();
   try {
     io::result<void> ok = co_await restore();
     auto next_yield = wiring_.executor->now();
     while (ok) {
+      if (stop.stop_requested()) {  // the job is ending (another task failed, or a signal)
+        ok = failure("stopped");
+        break;
+      }
       // A task that never waits would keep the I/O of its executor (state writes, the coordinator's
       // commits) from being submitted: let one loop turn through every yield_interval.
       if (const auto now = wiring_.executor->now(); now >= next_yield) {
@@ -129,7 +134,6 @@ rt::task<void> stream_task::run() {
   } catch (const std::exception& e) {
     failed = fmt::format("task {}: {}", wiring_.name, e.what());
   }
-  const std::stop_token stop = co_await rt::current_stop_token();
   if (failed && stop.stop_requested()) failed.reset();  // stopped by the job, not failed
   co_await built_.output_->close();
   co_await writer_.close();

@@ -3,6 +3,7 @@
 #include <sluice/dataflow/generator.hpp>
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/dataflow/samples.hpp>
+#include <sluice/dataflow/sinks.hpp>
 
 #include <support/temp_dir.hpp>
 
@@ -81,4 +82,40 @@ TEST_CASE("a second run over a finished job resumes from its final checkpoint an
   REQUIRE(second.exit_code == 0);
   CHECK(second.resumed_from.has_value());
   CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));
+}
+
+TEST_CASE("an operator that throws fails the job with a message naming the task and the cause", "[dataflow]") {
+  temp_dir dir;
+  write_corpus_file(dir.file("input.txt"), 5'000, 3);
+  job_builder job("failing");
+  job.read_lines("read", dir.file("input.txt"), 2)
+      .map<std::string>([](const std::string& line) -> std::string {
+        if (line.find("water") != std::string::npos) throw std::runtime_error("no water allowed");
+        return line;
+      })
+      .key_by<std::string>([](const std::string& l) { return l; })
+      .aggregate<std::uint64_t, std::string>(
+          "count", 2, [](std::uint64_t& n, const std::string&) { ++n; },
+          [](const std::string& l, const std::uint64_t& n) { return l + " " + std::to_string(n); })
+      .write_lines(dir.file("out"), [](const std::string& s) { return s; });
+  job_settings settings;
+  settings.checkpoint_dir = dir.file("checkpoints");
+  settings.handle_signals = false;
+  const job_result r = run_job(job, settings);
+  CHECK(r.exit_code == 1);
+  CHECK(r.message.find("read#") != std::string::npos);
+  CHECK(r.message.find("no water allowed") != std::string::npos);
+  CHECK(published_lines(dir.file("out")).empty());  // nothing was published: no checkpoint completed
+}
+
+TEST_CASE("a missing input file fails the job with the path in the message", "[dataflow]") {
+  temp_dir dir;
+  job_builder job("missing");
+  build_wordcount(job, {dir.file("nope.txt"), dir.file("out"), 1, 0});
+  job_settings settings;
+  settings.checkpoint_dir = dir.file("checkpoints");
+  settings.handle_signals = false;
+  const job_result r = run_job(job, settings);
+  CHECK(r.exit_code == 1);
+  CHECK(r.message.find("nope.txt") != std::string::npos);
 }

@@ -77,7 +77,8 @@ class harness {
         REQUIRE(c->id == open_);  // only between an unaligned trigger and its finish or abort
         std::string line = "capture " + std::to_string(c->id) + " " + std::to_string(c->channel) + ":";
         for (buffers::buffer_view& v : c->views) {
-          line += " " + text_of(v.data());
+          line += ' ';
+          line += text_of(v.data());
           captured_[{c->id, key(c->gate, c->channel)}].push_back(text_of(v.data()));
           writer_views.push_back(std::move(v));
           ++captured_views;
