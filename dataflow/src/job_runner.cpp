@@ -283,15 +283,12 @@ rt::task<job_progress> runner::progress() {
   }
   p.backpressure = partitions > 0 ? p.backpressure / static_cast<double>(partitions) : 0;
   p.elapsed = std::chrono::steady_clock::now() - started_;
-  for (const ss::checkpoint_stats& s : coordinator_->stats()) {
-    if (s.outcome.completed()) {
-      ++p.checkpoints_completed;
-      p.last_checkpoint = s.id;
-      p.last_checkpoint_duration = s.duration;
-      p.last_checkpoint_bytes = s.operator_state_bytes + s.channel_state_bytes;
-    } else {
-      ++p.checkpoints_aborted;
-    }
+  p.checkpoints_completed = coordinator_->completed_count();
+  p.checkpoints_aborted = coordinator_->aborted_count();
+  if (std::optional<ss::checkpoint_stats> last = coordinator_->last_completed()) {
+    p.last_checkpoint = last->id;
+    p.last_checkpoint_duration = last->duration;
+    p.last_checkpoint_bytes = last->operator_state_bytes + last->channel_state_bytes;
   }
   co_return p;
 }

@@ -416,7 +416,12 @@ void coordinator::record(const pending_checkpoint& p, const checkpoint_outcome& 
     s.channel_state_bytes += ack.second.channel_state_bytes;
   }
   s.outcome = outcome;
-  if (outcome.completed()) last_completed_ = s;
+  if (outcome.completed()) {
+    last_completed_ = s;
+    ++completed_count_;
+  } else {
+    ++aborted_count_;
+  }
   history_.push_back(std::move(s));
   while (history_.size() > options_.history_size) history_.pop_front();
 }

@@ -114,6 +114,9 @@ class coordinator {
   // Oldest first, at most history_size.
   const std::deque<checkpoint_stats>& stats() const;
   std::optional<checkpoint_stats> last_completed() const;
+  // Every checkpoint that ended since the coordinator started (stats() keeps only the last few).
+  std::uint64_t completed_count() const noexcept { return completed_count_; }
+  std::uint64_t aborted_count() const noexcept { return aborted_count_; }
   checkpoint_id next_checkpoint_id() const;
   std::size_t in_flight() const;
   std::size_t participants() const;
@@ -171,6 +174,8 @@ class coordinator {
   checkpoint_id last_completed_id_ = no_checkpoint;
   std::deque<checkpoint_stats> history_;
   std::optional<checkpoint_stats> last_completed_;
+  std::uint64_t completed_count_ = 0;
+  std::uint64_t aborted_count_ = 0;
   std::chrono::steady_clock::time_point last_trigger_at_{};
   std::optional<std::chrono::steady_clock::time_point> last_end_at_;
   std::size_t forced_waiting_ = 0;  // trigger_now calls waiting for a slot (they go first)
