@@ -8,16 +8,6 @@ namespace sluice::dataflow {
 
 namespace {
 
-// An event buffer for `event`, waiting for a free buffer if need be.
-runtime::task<std::optional<buffers::buffer_view>> event_buffer(buffers::local_buffer_pool* pool,
-                                                                buffers::gate_event event) {
-  std::optional<buffers::buffer> b = co_await pool->request();
-  if (!b) co_return std::nullopt;
-  b->set_kind(buffers::buffer_kind::event);
-  b->commit(buffers::encode_event(event, b->writable()));
-  co_return b->retain();
-}
-
 io::error closed_output() {
   return io::error(std::make_error_code(std::errc::operation_canceled),
                    "output partition closed (the task is stopping)");
@@ -35,7 +25,7 @@ runtime::task<io::result<void>> partition_queue::drain() {
       buffers::gate_event event{p.what == pending_output::kind::watermark ? buffers::gate_event::type::watermark
                                                                           : buffers::gate_event::type::end_of_data,
                                 p.time};
-      std::optional<buffers::buffer_view> view = co_await event_buffer(&partition_->pool(), event);
+      std::optional<buffers::buffer_view> view = co_await buffers::request_event_buffer(&partition_->pool(), event);
       if (!view) co_return closed_output();
       partition_->add_event_to_all(std::move(*view));
     }

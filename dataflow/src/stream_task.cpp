@@ -36,14 +36,6 @@ void for_each_record(std::span<const std::byte> bytes, F&& f) {
   if (at != bytes.size()) throw std::runtime_error("recovered channel state ends inside a record length");
 }
 
-rt::task<std::optional<bf::buffer_view>> event_view(bf::local_buffer_pool* pool, bf::gate_event event) {
-  std::optional<bf::buffer> b = co_await pool->request();
-  if (!b) co_return std::nullopt;
-  b->set_kind(bf::buffer_kind::event);
-  b->commit(bf::encode_event(event, b->writable()));
-  co_return b->retain();
-}
-
 // (Never a gate->next() inside when_any: a next() that took an item and lost the race drops it.)
 rt::task<bool> wait_item(bf::input_gate* gate) { co_return co_await gate->wait_item(); }
 rt::task<bool> wait_event(rt::event* e) { co_return co_await e->wait(); }
@@ -374,7 +366,7 @@ rt::task<io::result<void>> stream_task::forward_event(bf::gate_event event, bool
                                                       std::vector<std::vector<bf::buffer_view>>* overtaken) {
   bf::result_partition* p = wiring_.partition;
   if (p == nullptr || p->finished()) co_return io::result<void>();
-  std::optional<bf::buffer_view> view = co_await event_view(&p->pool(), event);
+  std::optional<bf::buffer_view> view = co_await bf::request_event_buffer(&p->pool(), event);
   if (!view) co_return failure("could not get a buffer for an event");
   for (std::size_t sub = 0; sub < p->subpartitions(); ++sub) {
     bf::buffer_view share = view->share();

@@ -15,6 +15,7 @@
 #include <sluice/buffers/buffer.hpp>
 #include <sluice/buffers/buffer_pool.hpp>
 #include <sluice/buffers/input_gate.hpp>
+#include <sluice/runtime/task.hpp>
 
 #include <cstddef>
 #include <optional>
@@ -30,5 +31,7 @@ std::optional<gate_event> decode_event(std::span<const std::byte> bytes) noexcep
 
 // An event buffer holding `event`, drawn from `pool` (nullopt if it has no free buffer right now).
 std::optional<buffer_view> make_event_buffer(local_buffer_pool& pool, const gate_event& event);
+// The same, waiting for a free buffer; nullopt if the waiter was stopped or the pool closed.
+runtime::task<std::optional<buffer_view>> request_event_buffer(local_buffer_pool* pool, gate_event event);
 
 }  // namespace sluice::buffers
