@@ -108,6 +108,62 @@ int run_wordcount(const wordcount_cli& o) {
   }
 }
 
+void add_join_options(CLI::App& command, join_cli& o) {
+  command.add_option("--left", o.left, "Left input: CSV lines 'key,timestamp_ms,payload' sorted by timestamp")
+      ->required()
+      ->check(CLI::ExistingFile);
+  command.add_option("--right", o.right, "Right input, like --left")->required()->check(CLI::ExistingFile);
+  command.add_option("--output", o.output,
+                     "Directory for the published output files ('window_start key left_payload right_payload' lines)")
+      ->required();
+  command.add_option("--window-ms", o.window_ms, "Tumbling window size in milliseconds")
+      ->required()
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  command.add_option("--slow-sink-us", o.slow_sink_us,
+                     "The sink spends at least this long per output line (backpressure, for trying unaligned checkpoints)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{10'000'000}));
+  add_job_options(command, o.job);
+}
+
+int run_join(const join_cli& o) {
+  try {
+    std::error_code made;
+    std::filesystem::create_directories(o.output, made);
+    if (made) {
+      fmt::print(stderr, "sluice join: create output directory '{}': {}\n", o.output, made.message());
+      return 2;
+    }
+    dataflow::job_builder job("join");
+    dataflow::build_join(job, {o.left, o.right, o.output, o.job.parallelism, o.window_ms,
+                               std::chrono::microseconds(o.slow_sink_us)});
+    return run(job, o.job, "join");
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "sluice join: {}\n", e.what());
+    return 2;
+  }
+}
+
+void add_join_input_options(CLI::App& command, join_input_cli& o) {
+  command.add_option("--output", o.output, "File to write")->required();
+  command.add_option("--rows", o.rows, "Lines")->capture_default_str();
+  command.add_option("--keys", o.keys, "Distinct keys (k0, k1, ...)")->capture_default_str()->check(CLI::Range(std::uint64_t{1}, UINT64_MAX));
+  command.add_option("--span-ms", o.span_ms, "Timestamps run from 0 to this, evenly")->capture_default_str();
+  command.add_option("--seed", o.seed, "Seed: the same seed gives the same keys")->capture_default_str();
+  command.add_option("--prefix", o.prefix, "Payload prefix (payload = prefix + line number)")->capture_default_str();
+}
+
+int run_join_input(const join_input_cli& o) {
+  dataflow::join_input_spec spec{o.rows, o.keys, o.span_ms, o.seed, o.prefix};
+  io::result<std::uint64_t> written = runtime::sync_wait(dataflow::write_join_input(o.output, spec));
+  if (!written) {
+    fmt::print(stderr, "sluice join-input: {}\n", written.error().message());
+    return 1;
+  }
+  fmt::print(stderr, "sluice join-input: {} lines, {} bytes in {}\n", o.rows, written.value(), o.output);
+  return 0;
+}
+
 void add_corpus_options(CLI::App& command, corpus_cli& o) {
   command.add_option("--output", o.output, "File to write")->required();
   command.add_option("--lines", o.lines, "Lines of words")->capture_default_str();

@@ -1,5 +1,5 @@
 #pragma once
-// `sluice wordcount` (and the other sample jobs): parse the options, run the job, print a summary.
+// `sluice wordcount`, `sluice join` and their input generators: parse the options, run the job, print a summary.
 
 #include <CLI/CLI.hpp>
 
@@ -26,6 +26,24 @@ struct wordcount_cli {
   job_cli_options job;
 };
 
+struct join_cli {
+  std::string left;
+  std::string right;
+  std::string output;
+  std::uint64_t window_ms = 0;
+  std::uint64_t slow_sink_us = 0;
+  job_cli_options job;
+};
+
+struct join_input_cli {
+  std::string output;
+  std::uint64_t rows = 100'000;
+  std::uint64_t keys = 1000;
+  std::uint64_t span_ms = 60'000;
+  std::uint64_t seed = 42;
+  std::string prefix = "p";
+};
+
 struct corpus_cli {
   std::string output;
   std::uint64_t lines = 1'000'000;
@@ -37,5 +55,9 @@ void add_corpus_options(CLI::App& command, corpus_cli& options);
 int run_corpus(const corpus_cli& options);
 // Returns the process exit code (0 done, 1 failed, 2 bad usage, 130 stopped by a signal).
 int run_wordcount(const wordcount_cli& options);
+void add_join_options(CLI::App& command, join_cli& options);
+int run_join(const join_cli& options);
+void add_join_input_options(CLI::App& command, join_input_cli& options);
+int run_join_input(const join_input_cli& options);
 
 }  // namespace sluice::apps

@@ -5,6 +5,8 @@
 //   sluice bench <name> [--json] [--runs N] [bench options]
 //   sluice demo [options]          an echo server and clients on the runtime, with a summary
 //   sluice wordcount --input F --output D --checkpoint-dir C [...]   the word-count job
+//   sluice join --left F --right F --output D --checkpoint-dir C --window-ms W [...]   the window join
+//   sluice corpus / sluice join-input   generate inputs for them
 //   sluice checkpoints DIR [--json] the checkpoints under DIR, validated, and the resume point
 
 #include "checkpoints_cmd.hpp"
@@ -98,6 +100,14 @@ int main(int argc, char** argv) {
   sluice::apps::checkpoints_options checkpoints_opts;
   sluice::apps::add_checkpoints_options(*checkpoints, checkpoints_opts);
 
+  CLI::App* join = app.add_subcommand(
+      "join", "Join two timestamped CSV files per key in tumbling windows, exactly once across crashes");
+  sluice::apps::join_cli join_opts;
+  sluice::apps::add_join_options(*join, join_opts);
+  CLI::App* join_input = app.add_subcommand("join-input", "Write a seeded CSV input for `sluice join`");
+  sluice::apps::join_input_cli join_input_opts;
+  sluice::apps::add_join_input_options(*join_input, join_input_opts);
+
   CLI::App* corpus = app.add_subcommand("corpus", "Write a seeded corpus of words, for the sample jobs");
   sluice::apps::corpus_cli corpus_opts;
   sluice::apps::add_corpus_options(*corpus, corpus_opts);
@@ -107,6 +117,8 @@ int main(int argc, char** argv) {
   if (corpus->parsed()) return sluice::apps::run_corpus(corpus_opts);
 
   if (wordcount->parsed()) return sluice::apps::run_wordcount(wordcount_opts);
+  if (join->parsed()) return sluice::apps::run_join(join_opts);
+  if (join_input->parsed()) return sluice::apps::run_join_input(join_input_opts);
 
   if (bench->parsed()) {
 #if SLUICE_HAVE_BENCH

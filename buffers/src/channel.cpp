@@ -30,6 +30,13 @@ runtime::task<void> subpartition_sender::run() {
   assert(runtime::executor::current() == owner_ && "subpartition_sender run off its executor");
   result_partition& p = *partition_;
   const std::size_t i = subpartition_;
+  // A priority event queued while this waits for credit wakes it: it goes without credit.
+  p.set_priority_wake(i, &credit_);
+  struct unwake {
+    result_partition* p;
+    std::size_t i;
+    ~unwake() { p->set_priority_wake(i, nullptr); }
+  } guard{&p, i};
   for (;;) {
     if (cancelled_ || p.released(i)) break;
     if (p.queued(i) == 0) {

@@ -54,24 +54,22 @@ std::optional<gate_event> decode_event(std::span<const std::byte> bytes) noexcep
   return event;
 }
 
-namespace {
-buffer_view fill_event(buffer& b, const gate_event& event) {
+buffer_view fill_event_buffer(buffer& b, const gate_event& event) {
   b.set_kind(buffer_kind::event);
   b.commit(encode_event(event, b.writable()));
   return b.retain();
 }
-}  // namespace
 
 std::optional<buffer_view> make_event_buffer(local_buffer_pool& pool, const gate_event& event) {
   std::optional<buffer> b = pool.try_request();
   if (!b) return std::nullopt;
-  return fill_event(*b, event);
+  return fill_event_buffer(*b, event);
 }
 
 runtime::task<std::optional<buffer_view>> request_event_buffer(local_buffer_pool* pool, gate_event event) {
   std::optional<buffer> b = co_await pool->request();
   if (!b) co_return std::nullopt;
-  co_return fill_event(*b, event);
+  co_return fill_event_buffer(*b, event);
 }
 
 }  // namespace sluice::buffers

@@ -244,7 +244,13 @@ std::vector<buffer_view> result_partition::add_priority_event(buffer_view event,
   s.queue.insert(s.queue.begin() + static_cast<std::ptrdiff_t>(head), entry{std::move(event), true});
   ++s.events_queued;
   s.available.set();
+  if (s.priority_wake != nullptr) s.priority_wake->set();
   return overtaken;
+}
+
+void result_partition::set_priority_wake(std::size_t subpartition, runtime::event* wake) {
+  check_owner();
+  at(subpartition).priority_wake = wake;
 }
 
 runtime::task<bool> result_partition::finish() {

@@ -9,6 +9,8 @@
 #include <sluice/io/file.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <system_error>
 #include <array>
 #include <span>
 #include <vector>
@@ -77,18 +79,21 @@ std::string_view word_corpus_generator::next_line() {
   return line_;
 }
 
-runtime::task<io::result<std::uint64_t>> write_corpus(std::string path, std::uint64_t lines, std::uint64_t seed) {
+namespace {
+
+// Writes line(n) for n in [0, lines), each followed by '\n', in 256 KiB writes; fsync; close.
+template <class Line>
+runtime::task<io::result<std::uint64_t>> write_generated(std::string path, std::uint64_t lines, Line line) {
   constexpr std::size_t buffer_bytes = 256 * 1024;
   auto opened = co_await io::file::open(path, io::open_options::create_or_truncate());
   if (!opened) co_return std::move(opened).error();
   io::file f = std::move(opened).value();
-  word_corpus_generator generator(seed);
   std::vector<char> buffer;
   buffer.reserve(buffer_bytes + 1024);
   std::uint64_t written_bytes = 0;
   for (std::uint64_t n = 0; n < lines; ++n) {
-    const std::string_view line = generator.next_line();
-    buffer.insert(buffer.end(), line.begin(), line.end());
+    const std::string_view text = line(n);
+    buffer.insert(buffer.end(), text.begin(), text.end());
     buffer.push_back('\n');
     if (buffer.size() >= buffer_bytes || n + 1 == lines) {
       auto written = co_await f.write_all(std::as_bytes(std::span<const char>(buffer)), written_bytes);
@@ -102,6 +107,45 @@ runtime::task<io::result<std::uint64_t>> write_corpus(std::string path, std::uin
   auto closed = co_await f.close();
   if (!closed) co_return std::move(closed).error();
   co_return written_bytes;
+}
+
+struct corpus_line {
+  word_corpus_generator* generator;
+  std::string_view operator()(std::uint64_t) const { return generator->next_line(); }
+};
+
+struct join_line {
+  const join_input_spec* spec;
+  std::string* text;
+  std::string_view operator()(std::uint64_t n) const {
+    *text = join_input_line(*spec, n);
+    return *text;
+  }
+};
+
+}  // namespace
+
+runtime::task<io::result<std::uint64_t>> write_corpus(std::string path, std::uint64_t lines, std::uint64_t seed) {
+  word_corpus_generator generator(seed);
+  co_return co_await write_generated(std::move(path), lines, corpus_line{&generator});
+}
+
+std::string join_input_line(const join_input_spec& spec, std::uint64_t n) {
+  splitmix64 rng{(spec.seed ^ 0x6a6f696e6a6f696eull) + n * 0xd1342543de82ef95ull};
+  rng.next();
+  const std::uint64_t key = spec.keys == 0 ? 0 : rng.next() % spec.keys;
+  const std::uint64_t t = spec.rows == 0 ? 0 : n * spec.span_ms / spec.rows;  // (write_join_input checks the product fits)
+  std::string line = "k" + std::to_string(key);
+  line.append(",").append(std::to_string(t)).append(",").append(spec.prefix).append(std::to_string(n));
+  return line;
+}
+
+runtime::task<io::result<std::uint64_t>> write_join_input(std::string path, join_input_spec spec) {
+  if (spec.span_ms != 0 && spec.rows > UINT64_MAX / spec.span_ms) {
+    co_return io::error(std::make_error_code(std::errc::invalid_argument), "join input: rows x span_ms is too large");
+  }
+  std::string text;
+  co_return co_await write_generated(std::move(path), spec.rows, join_line{&spec, &text});
 }
 
 }  // namespace sluice::dataflow

@@ -39,6 +39,7 @@ struct task_slot {
   rt::executor* executor = nullptr;
   std::size_t executor_index = 0;
   std::unique_ptr<bf::local_buffer_pool> out_pool;
+  std::unique_ptr<bf::local_buffer_pool> priority_pool;  // priority events of `partition`
   std::unique_ptr<bf::result_partition> partition;
   std::unique_ptr<bf::local_buffer_pool> in_pool;
   std::unique_ptr<bf::input_gate> gate;
@@ -79,6 +80,7 @@ class runner final : public detail::task_listener {
 
  private:
   rt::task<void> make_task(task_slot* slot, const ss::task_state* recovered);
+  std::vector<std::pair<task_slot*, std::uint32_t>> producers_of(const task_slot& consumer);
   rt::task<void> connect_local(task_slot* consumer);
   rt::task<void> make_local_channel(task_slot* producer, task_slot* consumer, std::uint32_t j);
   rt::task<void> connect_pump(task_slot* consumer, std::uint32_t j, bf::credit_route* route);
@@ -124,16 +126,22 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
     slot->out_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, max);
     slot->partition = std::make_unique<bf::result_partition>(
         *slot->out_pool, bf::partition_options{.subpartitions = downstream_parallelism, .flush_timeout = settings_.flush_timeout});
+    slot->priority_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, 2);
+    slot->partition->set_priority_event_pool(*slot->priority_pool);
   }
-  if (stage.upstream) {
-    const std::size_t channels = shapes_[*stage.upstream].parallelism;
+  std::vector<std::size_t> input_channels;
+  for (std::size_t up : stage.upstreams) input_channels.push_back(shapes_[up].parallelism);
+  if (!input_channels.empty()) {
+    std::size_t channels = 0;
+    for (std::size_t n : input_channels) channels += n;
     slot->in_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 2 * channels,
                                                             2 * channels + settings_.floating_buffers);
     slot->gate = std::make_unique<bf::input_gate>(
         *slot->in_pool, bf::gate_options{.channels = channels, .exclusive_per_channel = 2, .floating = settings_.floating_buffers});
     slot->pump = std::make_unique<bf::gate_credit_pump>(*slot->gate);
   }
-  task_builder b(slot->id, slot->subtask, shape.parallelism, slot->partition.get(), downstream_parallelism);
+  task_builder b(slot->id, slot->subtask, shape.parallelism, slot->partition.get(), downstream_parallelism,
+                 std::move(input_channels));
   stage.build(b);
   if (b.output_ == nullptr || (b.source_ == nullptr) == (b.input_ == nullptr)) {
     throw std::logic_error(fmt::format("stage '{}' built an incomplete chain", stage.name));
@@ -170,12 +178,21 @@ rt::task<void> runner::connect_pump(task_slot* consumer, std::uint32_t j, bf::cr
   co_return;
 }
 
+// Every producer feeding `consumer`, with the gate channel it feeds: input i's producers take the
+// channels after those of inputs 0..i-1.
+std::vector<std::pair<task_slot*, std::uint32_t>> runner::producers_of(const task_slot& consumer) {
+  std::vector<std::pair<task_slot*, std::uint32_t>> out;
+  std::uint32_t channel = 0;
+  for (std::size_t up : job_.stages()[consumer.stage].upstreams) {
+    for (std::size_t j = 0; j < shapes_[up].parallelism; ++j) out.emplace_back(&slots_[shapes_[up].first_task + j], channel++);
+  }
+  return out;
+}
+
 rt::task<void> runner::connect_local(task_slot* consumer) {
-  const std::size_t up = *job_.stages()[consumer->stage].upstream;
-  for (std::uint32_t j = 0; j < shapes_[up].parallelism; ++j) {
-    task_slot& producer = slots_[shapes_[up].first_task + j];
-    co_await rt::run_on(producer.executor, make_local_channel(&producer, consumer, j));
-    co_await rt::run_on(consumer->executor, connect_pump(consumer, j, producer.senders.back().get()));
+  for (auto [producer, j] : producers_of(*consumer)) {
+    co_await rt::run_on(producer->executor, make_local_channel(producer, consumer, j));
+    co_await rt::run_on(consumer->executor, connect_pump(consumer, j, producer->senders.back().get()));
   }
 }
 
@@ -191,12 +208,10 @@ rt::task<void> runner::serve(task_slot* slot) {
 }
 
 rt::task<void> runner::open_remote(task_slot* consumer) {
-  const std::size_t up = *job_.stages()[consumer->stage].upstream;
-  for (std::uint32_t j = 0; j < shapes_[up].parallelism; ++j) {
-    task_slot& producer = slots_[shapes_[up].first_task + j];
-    const io::address peer = transports_[producer.executor_index]->local_address();
+  for (auto [producer, j] : producers_of(*consumer)) {
+    const io::address peer = transports_[producer->executor_index]->local_address();
     bf::remote_input& in = transports_[consumer->executor_index]->open_input(
-        peer, producer.id, static_cast<std::uint32_t>(consumer->subtask), *consumer->gate, j);
+        peer, producer->id, static_cast<std::uint32_t>(consumer->subtask), *consumer->gate, j);
     consumer->pump->connect(j, in);
     consumer->remote_inputs.push_back(&in);
   }
@@ -216,10 +231,14 @@ rt::task<void> runner::destroy(task_slot* slot) {
   slot->pump.reset();
   slot->gate.reset();
   // Buffers this task's consumers released come home by post: let them arrive.
-  for (int i = 0; i < 100'000 && slot->out_pool && slot->out_pool->in_use() > 0; ++i) co_await rt::yield();
+  const auto in_use = [slot] {
+    return (slot->out_pool ? slot->out_pool->in_use() : 0) + (slot->priority_pool ? slot->priority_pool->in_use() : 0);
+  };
+  for (int i = 0; i < 100'000 && in_use() > 0; ++i) co_await rt::yield();
   slot->partition.reset();
   slot->in_pool.reset();
   slot->out_pool.reset();
+  slot->priority_pool.reset();
 }
 
 rt::task<void> runner::run_task(task_slot* slot) { co_await rt::run_on(slot->executor, slot->task->run()); }
@@ -245,7 +264,8 @@ rt::task<void> runner::controller() {
   for (int attempt = 1;; ++attempt) {
     ss::checkpoint_outcome outcome = co_await coordinator_->trigger_now();
     if (outcome.completed()) break;
-    if (failure_) co_return;
+    // (cancelled: the job is stopping, by a signal or another task's failure)
+    if (failure_ || outcome.reason == ss::abort_reason::cancelled) co_return;
     if (attempt == 5) {
       failure_ = fmt::format("the final checkpoint failed 5 times, last: {} ({})", ss::to_string(outcome.reason),
                              outcome.detail);
@@ -315,7 +335,14 @@ rt::task<job_result> runner::run() {
     shapes_[s].first_task = next_task;
     shapes_[s].parallelism = stages[s].parallelism;
     next_task += stages[s].parallelism;
-    if (stages[s].upstream) shapes_[*stages[s].upstream].downstream = s;
+    for (std::size_t up : stages[s].upstreams) {
+      if (up >= s) throw std::invalid_argument(fmt::format("stage '{}' reads a stage defined after it", stages[s].name));
+      if (shapes_[up].downstream) {
+        throw std::invalid_argument(fmt::format("stage '{}' feeds two stages ('{}' and '{}'); a stage has one consumer",
+                                                stages[up].name, stages[*shapes_[up].downstream].name, stages[s].name));
+      }
+      shapes_[up].downstream = s;
+    }
   }
   slots_.resize(next_task);
   for (std::size_t s = 0; s < stages.size(); ++s) {
@@ -421,9 +448,11 @@ job_result run_job(job_builder& job, job_settings settings) {
   std::size_t widest = 1;
   for (const stage_def& s : job.stages()) {
     tasks += s.parallelism;
-    widest = std::max(widest, s.parallelism);
+    std::size_t inputs = 0;
+    for (std::size_t up : s.upstreams) inputs += up < job.stages().size() ? job.stages()[up].parallelism : 0;
+    widest = std::max({widest, s.parallelism, inputs});
   }
-  const std::size_t per_task = (3 * widest + 8) + (2 * widest + settings.floating_buffers);
+  const std::size_t per_task = (3 * widest + 8) + 2 + (2 * widest + settings.floating_buffers);
   const std::size_t per_executor = per_task * ((tasks + settings.executors - 1) / settings.executors) + 16;
   bf::network_memory memory(per_executor * settings.executors * segment_bytes, segment_bytes, settings.executors);
 

@@ -4,6 +4,8 @@
 
 #include <fmt/core.h>
 
+#include <stdexcept>
+
 namespace sluice::dataflow {
 
 namespace {
@@ -15,8 +17,27 @@ io::error closed_output() {
 
 }  // namespace
 
-runtime::task<io::result<void>> partition_queue::drain() {
+bool partition_queue::ready() const noexcept {
+  if (queue_.empty()) return true;
+  // A record needs a data buffer (or fits the current one: writable() is the safe side); a
+  // watermark or end of data needs a buffer of the pool, which it found missing last time.
+  if (queue_.front().what == pending_output::kind::record) return partition_->writable();
+  return event_spare_.has_value() || !event_blocked_;
+}
+
+runtime::task<void> partition_queue::wait_ready() {
+  if (ready()) co_return;
+  if (queue_.front().what == pending_output::kind::record) {
+    (void)co_await partition_->wait_writable();
+  } else {
+    event_spare_ = co_await partition_->pool().request();  // kept for the event
+    if (event_spare_) event_blocked_ = false;
+  }
+}
+
+runtime::task<io::result<void>> partition_queue::drain_while(bool only_ready) {
   while (!queue_.empty()) {
+    if (only_ready && !ready()) break;
     pending_output& p = queue_.front();
     if (p.what == pending_output::kind::record) {
       const bool ok = co_await partition_->emit_bytes(p.bytes, p.subpartition);
@@ -25,8 +46,20 @@ runtime::task<io::result<void>> partition_queue::drain() {
       buffers::gate_event event{p.what == pending_output::kind::watermark ? buffers::gate_event::type::watermark
                                                                           : buffers::gate_event::type::end_of_data,
                                 p.time};
-      std::optional<buffers::buffer_view> view = co_await buffers::request_event_buffer(&partition_->pool(), event);
-      if (!view) co_return closed_output();
+      std::optional<buffers::buffer_view> view;
+      if (event_spare_) {
+        view = buffers::fill_event_buffer(*event_spare_, event);
+        event_spare_.reset();
+      } else if (only_ready) {
+        view = buffers::make_event_buffer(partition_->pool(), event);
+        if (!view) {
+          event_blocked_ = true;
+          break;
+        }
+      } else {
+        view = co_await buffers::request_event_buffer(&partition_->pool(), event);
+        if (!view) co_return closed_output();
+      }
       partition_->add_event_to_all(std::move(*view));
     }
     queue_.pop_front();
@@ -40,6 +73,14 @@ std::vector<std::byte> partition_queue::backlog_state() const {
     if (p.what == pending_output::kind::record) records.emplace_back(p.subpartition, p.bytes);
   }
   return detail::encode_state(records);
+}
+
+void partition_queue::restore_backlog(std::span<const std::byte> bytes) {
+  auto records = detail::decode_state<std::vector<std::pair<std::uint64_t, std::vector<std::byte>>>>(bytes, "output backlog");
+  for (auto& [sub, r] : records) {
+    if (sub >= partition_->subpartitions()) throw std::runtime_error("restore output backlog: subpartition out of range");
+    queue_.push_back(pending_output{pending_output::kind::record, static_cast<std::size_t>(sub), std::move(r), 0});
+  }
 }
 
 }  // namespace sluice::dataflow

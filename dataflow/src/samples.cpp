@@ -1,7 +1,10 @@
+#include <sluice/dataflow/join.hpp>
 #include <sluice/dataflow/samples.hpp>
 #include <sluice/dataflow/sinks.hpp>
 
+#include <charconv>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 namespace sluice::dataflow {
@@ -40,6 +43,53 @@ void build_wordcount(job_builder& job, const wordcount_options& o) {
       .write_lines(o.output_dir, [](const window_count& c) {
         return std::to_string(std::get<0>(c)) + " " + std::get<1>(c) + " " + std::to_string(std::get<2>(c));
       });
+}
+
+join_row parse_join_row(std::string_view line) {
+  const std::size_t first = line.find(',');
+  const std::size_t second = first == std::string_view::npos ? first : line.find(',', first + 1);
+  if (second == std::string_view::npos) {
+    throw std::invalid_argument("not a 'key,timestamp_ms,payload' line: '" + std::string(line.substr(0, 80)) + "'");
+  }
+  join_row row;
+  row.key = std::string(line.substr(0, first));
+  const std::string_view ts = line.substr(first + 1, second - first - 1);
+  auto [end, ec] = std::from_chars(ts.data(), ts.data() + ts.size(), row.timestamp_ms);
+  if (ts.empty() || ec != std::errc() || end != ts.data() + ts.size()) {
+    throw std::invalid_argument("timestamp '" + std::string(ts.substr(0, 40)) + "' is not a whole number of milliseconds");
+  }
+  row.payload = std::string(line.substr(second + 1));
+  return row;
+}
+
+void build_join(job_builder& job, const join_options& o) {
+  if (o.left.empty() || o.right.empty() || o.output_dir.empty()) {
+    throw std::invalid_argument("join: --left, --right and --output are required");
+  }
+  if (o.parallelism == 0) throw std::invalid_argument("join: --parallelism must be at least 1");
+  if (o.window_ms == 0) throw std::invalid_argument("join: --window-ms must be at least 1");
+  // Rows cross the key exchange as (key, timestamp, payload) tuples.
+  using row = std::tuple<std::string, std::uint64_t, std::string>;
+  const auto side = [&](const char* name, const std::string& path) {
+    return job
+        .read_timed_lines(name, path, o.parallelism,
+                          [](std::string_view line) { return parse_join_row(line).timestamp_ms; })
+        .map<row>([](const std::string& line) {
+          join_row r = parse_join_row(line);
+          return row(std::move(r.key), r.timestamp_ms, std::move(r.payload));
+        })
+        .key_by<std::string>([](const row& r) { return std::get<0>(r); });
+  };
+  const auto time = [](const row& r) { return std::get<1>(r); };
+  side("left", o.left)
+      .window_join<row, std::string>(
+          side("right", o.right), "join", o.parallelism, o.window_ms, time, time,
+          [](std::uint64_t start, const std::string& key, const row& l, const row& r) {
+            std::string out = std::to_string(start);
+            out.append(" ").append(key).append(" ").append(std::get<2>(l)).append(" ").append(std::get<2>(r));
+            return out;
+          })
+      .write_lines(o.output_dir, [](const std::string& line) { return line; }, sink_options{o.slow_sink});
 }
 
 }  // namespace sluice::dataflow

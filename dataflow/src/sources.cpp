@@ -1,6 +1,9 @@
 #include <sluice/dataflow/job.hpp>
 #include <sluice/dataflow/sources.hpp>
 
+#include <fmt/core.h>
+
+#include <stdexcept>
 #include <tuple>
 
 namespace sluice::dataflow {
@@ -34,7 +37,9 @@ runtime::task<io::result<void>> line_source::open() {
 
 runtime::task<io::result<source_status>> line_source::produce(std::size_t max_records) {
   if (ended_) {
-    out_->end_of_data();  // again after a restore: downstream needs it, and emits nothing twice
+    // Again after a restore: downstream needs it, and emits nothing twice.
+    if (latest_time_) out_->watermark(*latest_time_);
+    out_->end_of_data();
     co_return source_status::end;
   }
   for (std::size_t i = 0; i < max_records; ++i) {
@@ -48,24 +53,44 @@ runtime::task<io::result<source_status>> line_source::produce(std::size_t max_re
       ended_ = true;
       break;
     }
+    if (time_) {
+      const std::uint64_t at = reader_->offset_bytes() - line.value()->size() - 1;
+      std::uint64_t t = 0;
+      try {
+        t = time_(*line.value());
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format("{} at byte {}: {}", path_, at, e.what()));
+      }
+      if (latest_time_ && t < *latest_time_) {
+        throw std::runtime_error(fmt::format("{} at byte {}: time {} is before the previous line's {} (the input must be "
+                                             "sorted by time)", path_, at, t, *latest_time_));
+      }
+      latest_time_ = t;
+    }
     ++records_;
     out_->collect(std::string(*line.value()));
   }
-  if (!ended_) co_return source_status::more;
+  if (!ended_) {
+    if (latest_time_ && *latest_time_ > 0) out_->watermark(*latest_time_ - 1);
+    co_return source_status::more;
+  }
+  if (latest_time_) out_->watermark(*latest_time_);
   out_->end_of_data();
   co_return source_status::end;
 }
 
 std::vector<std::byte> line_source::snapshot_state() const {
   const std::uint64_t offset = reader_ ? reader_->offset_bytes() : restored_offset_.value_or(0);
-  return detail::encode_state(std::make_tuple(offset, end_offset_, ended_));
+  return detail::encode_state(std::make_tuple(offset, end_offset_, ended_, latest_time_.has_value(), latest_time_.value_or(0)));
 }
 
 void line_source::restore_state(std::span<const std::byte> bytes) {
-  auto [offset, end, ended] = detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, bool>>(bytes, "line source");
+  auto [offset, end, ended, timed, latest] =
+      detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, bool, bool, std::uint64_t>>(bytes, "line source");
   restored_offset_ = offset;
   (void)end;
   ended_ = ended;
+  latest_time_ = timed ? std::optional<std::uint64_t>(latest) : std::nullopt;
 }
 
 // --- indexed_line_source ---------------------------------------------------------------------------
@@ -114,14 +139,23 @@ void indexed_line_source::restore_state(std::span<const std::byte> bytes) {
 // --- job_builder -----------------------------------------------------------------------------------
 
 stream<std::string> job_builder::read_lines(std::string name, std::string path, std::size_t parallelism) {
-  const std::size_t stage = add_stage(std::move(name), parallelism, std::nullopt);
+  const std::size_t stage = add_stage(std::move(name), parallelism, {});
   return stream<std::string>(this, stage, [path](task_builder& b, collector<std::string>& down) {
     b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down));
   });
 }
 
+stream<std::string> job_builder::read_timed_lines(std::string name, std::string path, std::size_t parallelism,
+                                                  std::function<std::uint64_t(std::string_view)> time) {
+  if (!time) throw std::invalid_argument("read_timed_lines: a time function is required");
+  const std::size_t stage = add_stage(std::move(name), parallelism, {});
+  return stream<std::string>(this, stage, [path, time](task_builder& b, collector<std::string>& down) {
+    b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down, time));
+  });
+}
+
 stream<std::pair<std::uint64_t, std::string>> job_builder::read_indexed_lines(std::string name, std::string path) {
-  const std::size_t stage = add_stage(std::move(name), 1, std::nullopt);
+  const std::size_t stage = add_stage(std::move(name), 1, {});
   return stream<std::pair<std::uint64_t, std::string>>(
       this, stage, [path](task_builder& b, collector<std::pair<std::uint64_t, std::string>>& down) {
         b.set_source(b.make<indexed_line_source>(path, down));

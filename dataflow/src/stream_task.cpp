@@ -41,6 +41,10 @@ rt::task<bool> wait_item(bf::input_gate* gate) { co_return co_await gate->wait_i
 rt::task<bool> wait_event(rt::event* e) { co_return co_await e->wait(); }
 rt::task<bool> wait_writable(bf::result_partition* p) { co_return co_await p->wait_writable(); }
 rt::task<bool> wait_priority(bf::input_gate* g) { co_return co_await g->wait_priority(); }
+rt::task<bool> wait_output(output_tail* out) {
+  co_await out->wait_ready();
+  co_return true;
+}
 rt::task<bool> sleep_until(std::chrono::steady_clock::time_point t) { co_return co_await rt::sleep_until(t); }
 
 }  // namespace
@@ -51,7 +55,7 @@ stream_task::stream_task(task_wiring wiring, task_builder built)
     handler_.emplace(*wiring_.gate, ss::handler_options{wiring_.mode, wiring_.alignment_timeout});
     const std::size_t n = wiring_.gate->channels();
     deserializers_.resize(n);
-    watermarks_.assign(n, 0);
+    watermarks_.assign(n, std::nullopt);
     data_ended_.assign(n, false);
   }
 }
@@ -99,7 +103,7 @@ rt::task<void> stream_task::run() {
       ok = co_await handle_mailbox();
       if (!ok) break;
       if (built_.output_->backlogged()) {
-        ok = co_await built_.output_->drain();
+        ok = co_await step_output();
         continue;
       }
       if (!data_end_reported_ && (built_.source_ != nullptr ? source_ended_ : input_data_ended_)) {
@@ -170,21 +174,19 @@ rt::task<io::result<void>> stream_task::restore() {
         if (!ok) co_return failure("could not re-send recovered output");
       }
     }
-    if (auto it = state->operator_state.find(backlog_index); it != state->operator_state.end()) {
-      auto backlog = dataflow::detail::decode_state<std::vector<std::pair<std::uint64_t, std::vector<std::byte>>>>(
-          it->second, "output backlog");
-      for (const auto& [sub, r] : backlog) {
-        const bool ok = co_await wiring_.partition->emit_bytes(r, static_cast<std::size_t>(sub));
-        if (!ok) co_return failure("could not re-send the recovered output backlog");
-      }
-    }
+  }
+  // The tail's queue at the checkpoint goes out next (the loop drains output before taking input).
+  if (auto it = state->operator_state.find(backlog_index); it != state->operator_state.end()) {
+    auto* tail = dynamic_cast<backlog_source*>(built_.output_);
+    if (tail == nullptr) co_return failure("the checkpoint holds an output backlog, but this task's output keeps none");
+    tail->restore_backlog(it->second);
   }
   // Then recovered input, before any new input (invariant 8); a barrier meanwhile is "not ready".
   if (built_.input_ != nullptr && !state->input_channels.empty()) {
     (void)handler_->set_replaying(true);
     for (const auto& [key, bytes] : state->input_channels) {
       for_each_record(bytes, [&](std::span<const std::byte> r) {
-        built_.input_->record(r);
+        built_.input_->record(key.index, r);
         ++records_in_;
       });
       if (built_.output_->backlogged()) {
@@ -244,6 +246,27 @@ rt::task<io::result<void>> stream_task::step_source() {
   co_return io::result<void>();
 }
 
+// Output first: push out what goes now; when the output is full, wait for it, a priority event (an
+// unaligned barrier overtakes the backpressure) or a control message.
+rt::task<io::result<void>> stream_task::step_output() {
+  output_tail& out = *built_.output_;
+  if (out.ready()) co_return co_await out.drain_ready();
+  bf::input_gate* gate = wiring_.gate;
+  if (gate != nullptr && gate->has_priority()) {
+    std::optional<bf::gate_item> item = gate->try_next();
+    if (item) co_return co_await handle_item(std::move(*item));
+    co_return io::result<void>();
+  }
+  if (gate != nullptr) {
+    auto r = co_await rt::when_any(wait_output(&out), wait_priority(gate), wait_event(&wake_));
+    (void)r;
+  } else {
+    auto r = co_await rt::when_any(wait_output(&out), wait_event(&wake_));
+    (void)r;
+  }
+  co_return io::result<void>();
+}
+
 rt::task<io::result<void>> stream_task::step_input() {
   bf::input_gate& gate = *wiring_.gate;
   const bool reading = current_channel_ && !deserializers_[*current_channel_].needs_buffer();
@@ -285,7 +308,7 @@ void stream_task::process_records() {
   for (std::size_t i = 0; i < input_batch_records; ++i) {
     std::optional<std::span<const std::byte>> bytes = des.next_record_bytes();
     if (!bytes) break;
-    built_.input_->record(*bytes);
+    built_.input_->record(*current_channel_, *bytes);
     ++records_in_;
     if (built_.output_->backlogged()) break;
   }
@@ -313,21 +336,28 @@ rt::task<io::result<void>> stream_task::handle_item(bf::gate_item item) {
 void stream_task::on_event(std::uint32_t channel, const bf::gate_event& event) {
   using type = bf::gate_event::type;
   if (event.kind == type::watermark) {
-    watermarks_[channel] = std::max(watermarks_[channel], event.id);
+    watermarks_[channel] = std::max(watermarks_[channel].value_or(0), event.id);
   } else if (event.kind == type::end_of_data) {
     data_ended_[channel] = true;
   } else if (event.kind != type::end_of_partition) {
     return;
   }
   if (event.kind == type::end_of_partition) data_ended_[channel] = true;
-  // The task's watermark is the smallest of its channels that still carry data.
+  // The task's watermark is the smallest of its channels that still carry data; none while one of
+  // them has not sent any.
   std::optional<std::uint64_t> low;
   bool all_ended = true;
+  bool all_known = true;
   for (std::size_t c = 0; c < watermarks_.size(); ++c) {
     if (data_ended_[c]) continue;
     all_ended = false;
-    low = low ? std::min(*low, watermarks_[c]) : watermarks_[c];
+    if (!watermarks_[c]) {
+      all_known = false;
+      continue;
+    }
+    low = low ? std::min(*low, *watermarks_[c]) : *watermarks_[c];
   }
+  if (!all_known) low.reset();
   if (low && (!watermark_sent_ || *low > watermark_out_)) {
     watermark_out_ = *low;
     watermark_sent_ = true;
@@ -366,7 +396,8 @@ rt::task<io::result<void>> stream_task::forward_event(bf::gate_event event, bool
                                                       std::vector<std::vector<bf::buffer_view>>* overtaken) {
   bf::result_partition* p = wiring_.partition;
   if (p == nullptr || p->finished()) co_return io::result<void>();
-  std::optional<bf::buffer_view> view = co_await bf::request_event_buffer(&p->pool(), event);
+  bf::local_buffer_pool* pool = priority ? &p->priority_event_pool() : &p->pool();
+  std::optional<bf::buffer_view> view = co_await bf::request_event_buffer(pool, event);
   if (!view) co_return failure("could not get a buffer for an event");
   for (std::size_t sub = 0; sub < p->subpartitions(); ++sub) {
     bf::buffer_view share = view->share();
@@ -434,17 +465,15 @@ rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::check
         (void)writer_.add_input(id, 0, *current_channel_, std::move(views));
       }
     }
-    // Records the chain produced that are not in the partition yet: they follow the barrier on the
-    // wire, but belong before it; they are re-sent on recovery.
+    // Records the chain produced that are not out yet (in the partition, or written by the sink):
+    // they come after the barrier, but belong before it; recovery sends or writes them first. So a
+    // slow sink does not hold the checkpoint up.
     if (built_.output_->is_sink()) {
-      io::result<void> drained = co_await built_.output_->drain();
-      if (!drained) co_return drained;
       io::result<std::vector<std::byte>> sink = co_await built_.output_->snapshot(id);
       if (!sink) co_return std::move(sink).error();
       ops.push_back({sink_index, std::move(sink).value()});
-    } else if (auto* tail = dynamic_cast<backlog_source*>(built_.output_)) {
-      ops.push_back({backlog_index, tail->backlog_state()});
     }
+    if (auto* tail = dynamic_cast<backlog_source*>(built_.output_)) ops.push_back({backlog_index, tail->backlog_state()});
     for (ss::operator_snapshot& op : ops) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
     (void)writer_.finish_output(id);
     if (wiring_.gate == nullptr) (void)writer_.finish_input(id);

@@ -116,6 +116,7 @@ class stream_task final : public snapshot::checkpoint_participant {
   runtime::task<io::result<void>> handle_mailbox();
   runtime::task<io::result<void>> step_source();
   runtime::task<io::result<void>> step_input();
+  runtime::task<io::result<void>> step_output();
   runtime::task<io::result<void>> handle_item(buffers::gate_item item);
   runtime::task<io::result<void>> perform(snapshot::barrier_actions actions);
   runtime::task<io::result<void>> snapshot(snapshot::checkpoint_id id, snapshot::checkpoint_mode mode);
@@ -133,7 +134,7 @@ class stream_task final : public snapshot::checkpoint_participant {
   std::optional<snapshot::barrier_handler> handler_;
   std::vector<buffers::record_deserializer> deserializers_;  // per input channel
   std::optional<std::uint32_t> current_channel_;               // whose buffer is being read
-  std::vector<std::uint64_t> watermarks_;                      // per input channel
+  std::vector<std::optional<std::uint64_t>> watermarks_;       // per input channel; none before its first
   std::vector<bool> data_ended_;                               // per input channel
   std::uint64_t watermark_out_ = 0;
   bool watermark_sent_ = false;

@@ -4,6 +4,7 @@
 #include <sluice/buffers/local_channel.hpp>
 #include <sluice/buffers/record_deserializer.hpp>
 #include <sluice/runtime/engine.hpp>
+#include <sluice/runtime/scope.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/runtime/timer.hpp>
 #include <sluice/runtime/when_all.hpp>
@@ -116,7 +117,49 @@ task<void> priority_barrier_body(network_memory* memory) {
   s.partition.release(0);
 }
 
+// The sender already waits for credit for the data at the head when a priority barrier is queued:
+// the barrier needs no credit, so it must go at once, not when the next credit comes.
+task<void> priority_while_waiting_for_credit_body(network_memory* memory) {
+  executor* ex = executor::current();
+  sender_side s(memory->pool(0), 1, 16, std::chrono::milliseconds(0));
+  receiver_side r(memory->pool(0), 1, 0);
+  s.channels.push_back(std::make_unique<local_channel>(s.partition, 0, *ex, r.gate, 0, *ex));
+  r.pump.connect(0, *s.channels[0]);
+  r.gate.take_credit_announcements();  // no credit is ever granted
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    const bool ok = co_await s.partition.emit(record_of(0, k), 0);
+    REQUIRE(ok);
+  }
+  task<void> sender = s.channels[0]->sender().run();
+  scope running;
+  running.spawn(std::move(sender));
+  co_await sleep_for(std::chrono::milliseconds(5));  // it runs and waits for credit
+  CHECK_FALSE(r.gate.try_next());
+  std::optional<buffer_view> barrier = make_event_buffer(s.pool, gate_event{gate_event::type::barrier, 9});
+  REQUIRE(barrier);
+  std::vector<buffer_view> overtaken = s.partition.add_priority_event(std::move(*barrier), 0);
+  CHECK(overtaken.size() == 3);
+  co_await sleep_for(std::chrono::milliseconds(5));
+  std::optional<gate_item> first = r.gate.try_next();
+  REQUIRE(first);
+  REQUIRE(first->is_event());
+  CHECK(first->event->kind == gate_event::type::barrier);
+  CHECK(first->event->id == 9);
+  CHECK(s.partition.backlog(0) == 3);  // the data still waits for credit
+  overtaken.clear();
+  first.reset();
+  running.request_stop();
+  co_await running.join();
+  r.gate.release_channel(0);
+  s.partition.release(0);
+}
+
 }  // namespace
+
+TEST_CASE("a priority event queued while the sender waits for credit goes at once", "[local][channel]") {
+  network_memory memory(16 << 20, segment_bytes, 1);
+  sync_wait(priority_while_waiting_for_credit_body(&memory), sluice::test::virtual_time());
+}
 
 TEST_CASE("local channels across executors carry 10 million records, none lost, duplicated or reordered",
           "[local][channel]") {

@@ -1,13 +1,15 @@
 // Exactly once under crashes: the word-count job runs in a child process that is killed with
 // SIGKILL at random moments (during processing, checkpoint writes, commits, the final checkpoint),
 // then started again with the same arguments, until one run finishes. The published output must
-// equal an uninterrupted run's, for every checkpoint mode and both transports.
+// equal an uninterrupted run's, for every checkpoint mode and both transports. The window join (two
+// inputs, one gate) gets the same treatment.
 #include <sluice/dataflow/generator.hpp>
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/dataflow/samples.hpp>
 
 #include <support/temp_dir.hpp>
 
+#include "join_support.hpp"
 #include "wordcount_support.hpp"
 
 #include <catch2/catch.hpp>
@@ -33,20 +35,29 @@ using sluice::test::temp_dir;
 using sluice::test::expected_counts;
 using sluice::test::write_corpus_file;
 using sluice::test::published_lines;
+using sluice::test::nested_loop_join;
+using sluice::test::write_join_file;
 
 namespace {
 
 
 
 
+enum class sample { wordcount, join };
+
 // The job in a child process; returns its pid. The child never returns into the test.
-pid_t start_job(const temp_dir& dir, checkpoint_mode mode, const std::string& transport) {
+pid_t start_job(const temp_dir& dir, checkpoint_mode mode, const std::string& transport,
+                sample which = sample::wordcount) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
   int code = 1;
   try {
-    job_builder job("wordcount");
-    build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+    job_builder job(which == sample::join ? "join" : "wordcount");
+    if (which == sample::join) {
+      build_join(job, {dir.file("left.csv"), dir.file("right.csv"), dir.file("out"), 2, 500, {}});
+    } else {
+      build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+    }
     job_settings settings;
     settings.checkpoint_dir = dir.file("checkpoints");
     settings.checkpoint_interval = std::chrono::milliseconds(10);
@@ -67,12 +78,12 @@ struct crash_report {
 };
 
 crash_report run_until_done(const temp_dir& dir, checkpoint_mode mode, const std::string& transport,
-                            std::uint64_t seed) {
+                            std::uint64_t seed, sample which = sample::wordcount) {
   std::mt19937_64 rng(seed);
   int max_delay_ms = 250;
   crash_report report;
   for (int attempt = 0; attempt < 40; ++attempt) {
-    const pid_t pid = start_job(dir, mode, transport);
+    const pid_t pid = start_job(dir, mode, transport, which);
     REQUIRE(pid > 0);
     // Eight kills at random moments; then it runs to the end, so the test always finishes.
     const bool kill_it = report.kills < 8;
@@ -116,6 +127,22 @@ TEST_CASE("word count killed with SIGKILL at random moments and restarted publis
   REQUIRE(report.exit_code == 0);
   CHECK(report.kills > 0);
   CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));
+}
+
+TEST_CASE("the window join killed with SIGKILL at random moments and restarted publishes exactly the nested-loop join",
+          "[dataflow][crash][join]") {
+  const auto mode = GENERATE(checkpoint_mode::aligned, checkpoint_mode::unaligned);
+  const std::string transport = GENERATE("local", "tcp");
+  INFO("mode " << sluice::snapshot::to_string(mode) << ", transport " << transport);
+  temp_dir dir;
+  write_join_file(dir.file("left.csv"), 12'000, 100, 60'000, 5, "L");
+  write_join_file(dir.file("right.csv"), 12'000, 100, 60'000, 6, "R");
+  const crash_report report = run_until_done(dir, mode, transport,
+                                             41 + static_cast<std::uint64_t>(mode) * 5 + (transport == "tcp"), sample::join);
+  INFO("killed " << report.kills << " times");
+  REQUIRE(report.exit_code == 0);
+  CHECK(report.kills > 0);
+  CHECK(published_lines(dir.file("out")) == nested_loop_join(dir.file("left.csv"), dir.file("right.csv"), 500));
 }
 
 namespace {

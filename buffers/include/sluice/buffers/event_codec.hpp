@@ -29,6 +29,8 @@ inline constexpr std::size_t max_event_bytes = 9;
 std::size_t encode_event(const gate_event& event, std::span<std::byte> out) noexcept;
 std::optional<gate_event> decode_event(std::span<const std::byte> bytes) noexcept;
 
+// Makes the empty buffer `b` an event buffer holding `event`; yields a view of it.
+buffer_view fill_event_buffer(buffer& b, const gate_event& event);
 // An event buffer holding `event`, drawn from `pool` (nullopt if it has no free buffer right now).
 std::optional<buffer_view> make_event_buffer(local_buffer_pool& pool, const gate_event& event);
 // The same, waiting for a free buffer; nullopt if the waiter was stopped or the pool closed.

@@ -154,6 +154,9 @@ class result_partition {
   // Puts `event` ahead of the queued data of `subpartition` and returns views of the overtaken data
   // buffers, oldest first (the partially filled buffer is flushed first, so it is among them).
   std::vector<buffer_view> add_priority_event(buffer_view event, std::size_t subpartition);
+  // `wake` is set whenever a priority event is queued on `subpartition` (nullptr: none). A sender
+  // waiting for credit for the data at the head uses it: a priority event needs no credit.
+  void set_priority_wake(std::size_t subpartition, runtime::event* wake);
   // Flushes everything and appends end-of-partition to every subpartition (its buffer comes from the
   // pool, so this may wait). False if the pool closed or the caller was stopped. Once only.
   runtime::task<bool> finish();
@@ -184,6 +187,11 @@ class result_partition {
   std::size_t subpartitions() const noexcept { return options_.subpartitions; }
   const partition_options& options() const noexcept { return options_; }
   local_buffer_pool& pool() const noexcept { return *pool_; }
+  // Where priority events (unaligned barriers, cancellation markers) get their buffer: a pool of
+  // their own, so that one never waits for a data buffer of a backpressured partition. Without
+  // one set, pool().
+  void set_priority_event_pool(local_buffer_pool& pool) noexcept { priority_pool_ = &pool; }
+  local_buffer_pool& priority_event_pool() const noexcept { return priority_pool_ ? *priority_pool_ : *pool_; }
   // Records dropped because their subpartition had been released.
   std::uint64_t dropped_records() const noexcept { return dropped_records_; }
 
@@ -200,6 +208,7 @@ class result_partition {
     std::chrono::steady_clock::time_point deadline{};
     bool released = false;
     runtime::event available;
+    runtime::event* priority_wake = nullptr;
   };
 
   void check_owner() const noexcept {
@@ -217,6 +226,7 @@ class result_partition {
   void push(subpartition_state& s, entry e);
 
   local_buffer_pool* pool_;
+  local_buffer_pool* priority_pool_ = nullptr;
   runtime::executor* owner_;
   partition_options options_;
   std::unique_ptr<subpartition_state[]> subs_;

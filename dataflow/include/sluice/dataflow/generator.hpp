@@ -44,6 +44,20 @@ class word_corpus_generator {
   std::string line_;
 };
 
+// Line n of a join input (samples.hpp, build_join): "key,timestamp_ms,payload" with the key one of
+// `keys` ("k0".."k<keys-1>", drawn from (seed, n)), timestamp n * span_ms / rows (so a file of `rows`
+// lines is sorted by time and spans span_ms), and payload "<prefix><n>". Pure integer arithmetic.
+struct join_input_spec {
+  std::uint64_t rows = 100'000;
+  std::uint64_t keys = 1000;
+  std::uint64_t span_ms = 60'000;
+  std::uint64_t seed = 42;
+  std::string prefix = "p";
+};
+std::string join_input_line(const join_input_spec& spec, std::uint64_t n);
+// Writes lines [0, spec.rows) of join_input_line() to `path`, like write_corpus. Yields the bytes.
+runtime::task<io::result<std::uint64_t>> write_join_input(std::string path, join_input_spec spec);
+
 // Writes lines [0, lines) of word_corpus_generator(seed) to `path` (created or truncated), each
 // followed by '\n', through io_uring in 256 KiB writes, then fsyncs and closes it. Yields the bytes
 // written. Errors name the operation and the path.

@@ -22,6 +22,7 @@
 #include <sluice/dataflow/task_parts.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -38,9 +39,10 @@ namespace sluice::dataflow {
 class task_builder {
  public:
   task_builder(snapshot::task_id id, std::size_t subtask, std::size_t parallelism,
-               buffers::result_partition* partition, std::size_t downstream_parallelism)
+               buffers::result_partition* partition, std::size_t downstream_parallelism,
+               std::vector<std::size_t> input_channels = {})
       : id_(id), subtask_(subtask), parallelism_(parallelism), partition_(partition),
-        downstream_parallelism_(downstream_parallelism) {}
+        downstream_parallelism_(downstream_parallelism), input_channels_(std::move(input_channels)) {}
 
   template <class P, class... Args>
   P& make(Args&&... args) {
@@ -59,6 +61,9 @@ class task_builder {
   std::size_t parallelism() const noexcept { return parallelism_; }
   buffers::result_partition* partition() const noexcept { return partition_; }
   std::size_t downstream_parallelism() const noexcept { return downstream_parallelism_; }
+  // The gate's channels per input stage, in the order of stage_def::upstreams: channels
+  // [sum of the earlier counts, + input_channels()[i]) come from input i.
+  const std::vector<std::size_t>& input_channels() const noexcept { return input_channels_; }
 
   // What the task takes over.
   std::vector<std::unique_ptr<chain_part>> parts_;
@@ -73,12 +78,15 @@ class task_builder {
   std::size_t parallelism_;
   buffers::result_partition* partition_;
   std::size_t downstream_parallelism_;
+  std::vector<std::size_t> input_channels_;
 };
 
 struct stage_def {
   std::string name;
   std::size_t parallelism = 1;
-  std::optional<std::size_t> upstream;  // the stage feeding this one (none: a source stage)
+  // The stages feeding this one (none: a source stage; two: a two-input stage such as a join). One
+  // gate takes them all, input i's channels after those of inputs 0..i-1.
+  std::vector<std::size_t> upstreams;
   std::function<void(task_builder&)> build;  // set when the stage's chain is closed by its tail
   bool sink = false;
 };
@@ -93,6 +101,13 @@ std::uint64_t stable_hash(const K& key) {
   return h;
 }
 
+// How a sink behaves beyond what it writes.
+struct sink_options {
+  // The least time the sink spends on each record (a slow sink, to try backpressure and unaligned
+  // checkpoints with: `sluice join --slow-sink-us`). Zero: as fast as it can.
+  std::chrono::microseconds per_record_delay{0};
+};
+
 template <class T>
 class stream;
 template <class K, class T>
@@ -105,14 +120,20 @@ class job_builder {
   // Lines of a text file; `parallelism` tasks each read a byte range (a line belongs to the range
   // it starts in). Replayable from the byte offset each task stores in the checkpoint.
   stream<std::string> read_lines(std::string name, std::string path, std::size_t parallelism);
+  // Lines of a text file in event-time order, time(line) being a line's event time, read like
+  // read_lines. Each task sends a watermark after every batch (its latest time - 1: lines of equal
+  // time may follow) and its latest time at the end. A line whose time is before the previous one's
+  // fails the job (naming the file and byte offset): out-of-order input would be late for windows.
+  stream<std::string> read_timed_lines(std::string name, std::string path, std::size_t parallelism,
+                                       std::function<std::uint64_t(std::string_view)> time);
   // Lines with their 0-based line index as event time (one task; watermarks every 256 lines).
   stream<std::pair<std::uint64_t, std::string>> read_indexed_lines(std::string name, std::string path);
 
   const std::string& name() const noexcept { return name_; }
   std::vector<stage_def>& stages() noexcept { return stages_; }
-  std::size_t add_stage(std::string name, std::size_t parallelism, std::optional<std::size_t> upstream) {
+  std::size_t add_stage(std::string name, std::size_t parallelism, std::vector<std::size_t> upstreams) {
     if (parallelism == 0) throw std::invalid_argument("stage '" + name + "': parallelism must be at least 1");
-    stages_.push_back(stage_def{std::move(name), parallelism, upstream, {}, false});
+    stages_.push_back(stage_def{std::move(name), parallelism, std::move(upstreams), {}, false});
     return stages_.size() - 1;
   }
 
@@ -154,7 +175,7 @@ class stream {
 
   // Ends the stage with an exactly-once file sink: each task writes lines (format(record)) into
   // `dir`, published when the checkpoint covering them completes. Defined in sinks.hpp.
-  void write_lines(std::string dir, std::function<std::string(const T&)> format) const;
+  void write_lines(std::string dir, std::function<std::string(const T&)> format, sink_options options = {}) const;
 
   // Ends the stage with a partition whose subpartition for a record is route(record, n), n being
   // the next stage's parallelism.
@@ -182,6 +203,25 @@ template <class K, class T>
 class keyed_stream {
  public:
   keyed_stream(stream<T> up, std::function<K(const T&)> key) : up_(std::move(up)), key_(std::move(key)) {}
+
+  // A new two-input stage: a tumbling event-time window join of this stream (the left input) with
+  // `right`, keyed alike. For every left record l and right record r with equal keys whose event
+  // times fall in the same window [start, start + size), emit(start, key, l, r) goes downstream
+  // when the watermark of both inputs passes the window's end. Defined in join.hpp.
+  template <class R, class Out>
+  stream<Out> window_join(const keyed_stream<K, R>& right, std::string name, std::size_t parallelism,
+                          std::uint64_t size, std::function<std::uint64_t(const T&)> left_time,
+                          std::function<std::uint64_t(const R&)> right_time,
+                          std::function<Out(std::uint64_t, const K&, const T&, const R&)> emit) const;
+
+  const stream<T>& upstream() const noexcept { return up_; }
+  const std::function<K(const T&)>& key() const noexcept { return key_; }
+  // Ends the upstream stage with a partition that sends each record to task stable_hash(key) mod n
+  // of the next stage.
+  void close_by_key() const {
+    auto key = key_;
+    up_.close_with_partition([key](const T& r, std::size_t n) { return static_cast<std::size_t>(stable_hash(key(r)) % n); });
+  }
 
   // A new stage of `parallelism` tasks: every record's key folds into its accumulator; at the end of
   // the input each key's emit(key, acc) goes downstream.
@@ -216,9 +256,8 @@ class keyed_stream {
 
  private:
   std::size_t exchange(std::string name, std::size_t parallelism) const {
-    const std::size_t stage = up_.job()->add_stage(std::move(name), parallelism, up_.stage());
-    auto key = key_;
-    up_.close_with_partition([key](const T& r, std::size_t n) { return static_cast<std::size_t>(stable_hash(key(r)) % n); });
+    const std::size_t stage = up_.job()->add_stage(std::move(name), parallelism, {up_.stage()});
+    close_by_key();
     return stage;
   }
 

@@ -4,12 +4,19 @@
 // wordcount: words are split on ASCII whitespace, case preserved. Output lines "word count" with
 // each word's total; with window_lines N > 0, lines "window_start word count" per tumbling window
 // of N input lines (window_start = the 0-based index of the window's first line).
+//
+// join: two CSV inputs of lines "key,timestamp_ms,payload" (payload: the rest of the line, commas
+// and all), each sorted by timestamp. Output lines "window_start key left_payload right_payload" for
+// every left and right line with equal keys in the same tumbling window of window_ms
+// (window_start = timestamp rounded down to a multiple of window_ms).
 
 #include <sluice/dataflow/job.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace sluice::dataflow {
 
@@ -22,6 +29,27 @@ struct wordcount_options {
 
 // Adds the word-count stages to `job`. Throws std::invalid_argument for bad options.
 void build_wordcount(job_builder& job, const wordcount_options& options);
+
+struct join_options {
+  std::string left;
+  std::string right;
+  std::string output_dir;
+  std::size_t parallelism = 2;
+  std::uint64_t window_ms = 1000;
+  std::chrono::microseconds slow_sink{0};  // the least time the sink spends per output line
+};
+
+// One CSV line of a join input.
+struct join_row {
+  std::string key;
+  std::uint64_t timestamp_ms = 0;
+  std::string payload;
+};
+// Throws std::invalid_argument naming what is wrong with the line.
+join_row parse_join_row(std::string_view line);
+
+// Adds the join stages to `job`: two sources, a key exchange each, the window join, the file sink.
+void build_join(job_builder& job, const join_options& options);
 
 // Splits `line` on ASCII whitespace (space, \t, \n, \v, \f, \r).
 template <class F>

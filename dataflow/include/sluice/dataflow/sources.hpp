@@ -3,6 +3,8 @@
 // the checkpoint, so a restart replays exactly the lines after it.
 //
 // line_source: task i of n reads the lines that START in byte range [size*i/n, size*(i+1)/n).
+//   With a time function (read_timed_lines) it also checks that times never go back and sends
+//   watermarks: its latest time - 1 after each batch, its latest time at the end.
 // indexed_line_source: one task; each line with its 0-based index (event time), and a watermark
 // after every `watermark_every` lines and at the end.
 
@@ -11,16 +13,20 @@
 #include <sluice/dataflow/task_parts.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace sluice::dataflow {
 
 class line_source final : public source_head {
  public:
-  line_source(std::string path, std::size_t subtask, std::size_t parallelism, collector<std::string>& out)
-      : path_(std::move(path)), subtask_(subtask), parallelism_(parallelism), out_(&out) {}
+  using time_fn = std::function<std::uint64_t(std::string_view)>;
+  line_source(std::string path, std::size_t subtask, std::size_t parallelism, collector<std::string>& out,
+              time_fn time = {})
+      : path_(std::move(path)), subtask_(subtask), parallelism_(parallelism), out_(&out), time_(std::move(time)) {}
 
   runtime::task<io::result<void>> open() override;
   runtime::task<io::result<source_status>> produce(std::size_t max_records) override;
@@ -33,6 +39,8 @@ class line_source final : public source_head {
   std::size_t subtask_;
   std::size_t parallelism_;
   collector<std::string>* out_;
+  time_fn time_;
+  std::optional<std::uint64_t> latest_time_;  // with time_: the latest line's
   std::optional<line_file_reader> reader_;
   std::optional<std::uint64_t> restored_offset_;
   std::uint64_t end_offset_ = 0;

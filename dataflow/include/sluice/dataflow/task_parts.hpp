@@ -21,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,7 +30,8 @@ namespace sluice::dataflow {
 
 class input_head : public chain_part {
  public:
-  virtual void record(std::span<const std::byte> bytes) = 0;  // decode and pass down the chain
+  // Decodes a record that came in on gate channel `channel` and passes it down the chain.
+  virtual void record(std::uint32_t channel, std::span<const std::byte> bytes) = 0;
   virtual void watermark(std::uint64_t time) = 0;
   virtual void end_of_data() = 0;
 };
@@ -52,6 +54,14 @@ class output_tail : public chain_part {
   virtual bool backlogged() const noexcept = 0;
   // Pushes the queue out; may wait for buffers or I/O. An error ends the task.
   virtual runtime::task<io::result<void>> drain() = 0;
+  // Whether drain_ready() can push something out now, without waiting for the consumer.
+  virtual bool ready() const noexcept { return true; }
+  // Returns once ready() (or the waiter was stopped).
+  virtual runtime::task<void> wait_ready() { co_return; }
+  // Pushes out what goes without waiting for the consumer: the task loop calls this, and waits for
+  // ready() alongside priority events and control messages, so a full output never holds up an
+  // unaligned barrier.
+  virtual runtime::task<io::result<void>> drain_ready() { return drain(); }
   virtual bool is_sink() const noexcept { return false; }
   // Sinks: their two-phase commit (exactly_once_file_sink).
   virtual runtime::task<io::result<void>> recover(std::vector<std::byte> /*state*/) { co_return io::result<void>(); }
@@ -64,11 +74,14 @@ class output_tail : public chain_part {
 };
 
 // A tail whose queued records must be kept in an unaligned checkpoint: they were produced before the
-// barrier but reach the partition after it, so recovery re-sends them.
+// barrier but go out (to the partition, or into the sink's file) after it, so recovery queues them
+// again, ahead of anything new.
 class backlog_source {
  public:
   virtual ~backlog_source() = default;
   virtual std::vector<std::byte> backlog_state() const = 0;
+  // Throws std::runtime_error when the bytes do not decode.
+  virtual void restore_backlog(std::span<const std::byte> bytes) = 0;
 };
 
 // --- typed adapters --------------------------------------------------------------------------
@@ -78,7 +91,7 @@ template <class T>
 class gate_input final : public input_head {
  public:
   explicit gate_input(collector<T>& out) : out_(&out) {}
-  void record(std::span<const std::byte> bytes) override { out_->collect(buffers::decode_from<T>(bytes)); }
+  void record(std::uint32_t, std::span<const std::byte> bytes) override { out_->collect(buffers::decode_from<T>(bytes)); }
   void watermark(std::uint64_t time) override { out_->watermark(time); }
   void end_of_data() override { out_->end_of_data(); }
 
@@ -101,14 +114,23 @@ class partition_queue {
   explicit partition_queue(buffers::result_partition& partition) : partition_(&partition) {}
   bool empty() const noexcept { return queue_.empty(); }
   void push(pending_output p) { queue_.push_back(std::move(p)); }
-  runtime::task<io::result<void>> drain();
+  runtime::task<io::result<void>> drain() { return drain_while(false); }
+  // Only while the partition has a buffer for the next item.
+  runtime::task<io::result<void>> drain_ready() { return drain_while(true); }
+  bool ready() const noexcept;
+  runtime::task<void> wait_ready();
   buffers::result_partition& partition() const noexcept { return *partition_; }
   // The queued records as (subpartition, encoded record) pairs, in order (codec encoding, versioned).
   std::vector<std::byte> backlog_state() const;
+  void restore_backlog(std::span<const std::byte> bytes);
 
  private:
+  runtime::task<io::result<void>> drain_while(bool only_ready);
+
   buffers::result_partition* partition_;
   std::deque<pending_output> queue_;
+  std::optional<buffers::buffer> event_spare_;  // taken by wait_ready() for the event in front
+  bool event_blocked_ = false;                  // the event in front found no free buffer
 };
 
 // Serializes T into the task's partition, to the subpartition route(record) picks.
@@ -134,8 +156,12 @@ class partition_tail final : public output_tail, public collector<T>, public bac
 
   bool backlogged() const noexcept override { return !queue_.empty(); }
   runtime::task<io::result<void>> drain() override { return queue_.drain(); }
+  bool ready() const noexcept override { return queue_.ready(); }
+  runtime::task<void> wait_ready() override { return queue_.wait_ready(); }
+  runtime::task<io::result<void>> drain_ready() override { return queue_.drain_ready(); }
   std::uint64_t records_out() const noexcept override { return records_; }
   std::vector<std::byte> backlog_state() const override { return queue_.backlog_state(); }
+  void restore_backlog(std::span<const std::byte> bytes) override { queue_.restore_backlog(bytes); }
 
  private:
   partition_queue queue_;

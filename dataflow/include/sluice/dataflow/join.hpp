@@ -1,0 +1,151 @@
+#pragma once
+// The two-input tumbling-window join: keyed_stream::window_join (job.hpp).
+//
+// A join stage has one input gate for both inputs: the left input's channels first, then the
+// right's (task_builder::input_channels()). join_input decodes each record by the side its channel
+// belongs to; the task's watermark is the smallest over the channels of both inputs, so a window
+// fires only once both sides are past its end. A window [start, start + size) keeps, per key, the
+// left and the right records in arrival order; when it fires it emits emit(start, key, l, r) for
+// every pair, keys in key order, and forgets the window. Its state (every open window) is in each
+// checkpoint, so a restored join emits each pair exactly once.
+
+#include <sluice/dataflow/job.hpp>
+#include <sluice/dataflow/operators.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace sluice::dataflow {
+
+template <class K, class L, class R, class Out>
+class tumbling_window_join final : public stateful, public chain_part {
+ public:
+  struct functions {
+    std::function<std::uint64_t(const L&)> left_time;
+    std::function<std::uint64_t(const R&)> right_time;
+    std::function<K(const L&)> left_key;
+    std::function<K(const R&)> right_key;
+    std::function<Out(std::uint64_t, const K&, const L&, const R&)> emit;
+  };
+  tumbling_window_join(std::uint64_t size, functions fns, collector<Out>& out)
+      : size_(size), fns_(std::move(fns)), out_(&out) {
+    if (size == 0) throw std::invalid_argument("window join: window size must be at least 1");
+  }
+
+  void left(const L& record) {
+    if (auto* sides = window_of(fns_.left_time(record), fns_.left_key(record))) sides->first.push_back(record);
+  }
+  void right(const R& record) {
+    if (auto* sides = window_of(fns_.right_time(record), fns_.right_key(record))) sides->second.push_back(record);
+  }
+  void watermark(std::uint64_t t) {
+    fire([&](std::uint64_t start) { return start + size_ - 1 <= t; });
+    out_->watermark(t);
+  }
+  void end_of_data() {
+    fire([](std::uint64_t) { return true; });
+    out_->end_of_data();
+  }
+
+  std::vector<std::byte> snapshot_state() const override {
+    windows_t windows;
+    for (const auto& [start, keys] : windows_) windows.emplace_back(start, entries_t(keys.begin(), keys.end()));
+    const std::uint64_t fired = fired_through_ ? *fired_through_ + 1 : 0;  // 0: none
+    return detail::encode_state(std::make_tuple(fired, late_records_, windows));
+  }
+  void restore_state(std::span<const std::byte> bytes) override {
+    auto [fired, late, windows] =
+        detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, windows_t>>(bytes, "window join");
+    fired_through_ = fired == 0 ? std::nullopt : std::optional<std::uint64_t>(fired - 1);
+    late_records_ = late;
+    windows_.clear();
+    for (auto& [start, keys] : windows) windows_[start] = std::map<K, sides_t>(keys.begin(), keys.end());
+  }
+  // Records whose window had fired when they came (their input was not in time order).
+  std::uint64_t late_records() const noexcept { return late_records_; }
+  std::size_t open_windows() const noexcept { return windows_.size(); }
+
+ private:
+  using sides_t = std::pair<std::vector<L>, std::vector<R>>;
+  using entries_t = std::vector<std::pair<K, sides_t>>;
+  using windows_t = std::vector<std::pair<std::uint64_t, entries_t>>;
+
+  sides_t* window_of(std::uint64_t t, K key) {
+    const std::uint64_t start = t - t % size_;
+    if (fired_through_ && start < *fired_through_) {
+      ++late_records_;
+      return nullptr;
+    }
+    return &windows_[start][std::move(key)];
+  }
+  template <class Due>
+  void fire(Due due) {
+    while (!windows_.empty() && due(windows_.begin()->first)) {
+      const std::uint64_t start = windows_.begin()->first;
+      for (const auto& [key, sides] : windows_.begin()->second) {
+        for (const L& l : sides.first) {
+          for (const R& r : sides.second) out_->collect(fns_.emit(start, key, l, r));
+        }
+      }
+      windows_.erase(windows_.begin());
+      fired_through_ = start + size_;  // windows starting before this have fired
+    }
+  }
+
+  std::uint64_t size_;
+  functions fns_;
+  collector<Out>* out_;
+  std::map<std::uint64_t, std::map<K, sides_t>> windows_;
+  std::optional<std::uint64_t> fired_through_;
+  std::uint64_t late_records_ = 0;
+};
+
+// The head of a join task: channels below `left_channels` carry L, the rest R.
+template <class K, class L, class R, class Out>
+class join_input final : public input_head {
+ public:
+  join_input(std::size_t left_channels, tumbling_window_join<K, L, R, Out>& join)
+      : left_channels_(left_channels), join_(&join) {}
+  void record(std::uint32_t channel, std::span<const std::byte> bytes) override {
+    if (channel < left_channels_) {
+      join_->left(buffers::decode_from<L>(bytes));
+    } else {
+      join_->right(buffers::decode_from<R>(bytes));
+    }
+  }
+  void watermark(std::uint64_t time) override { join_->watermark(time); }
+  void end_of_data() override { join_->end_of_data(); }
+
+ private:
+  std::size_t left_channels_;
+  tumbling_window_join<K, L, R, Out>* join_;
+};
+
+template <class K, class T>
+template <class R, class Out>
+stream<Out> keyed_stream<K, T>::window_join(const keyed_stream<K, R>& right, std::string name, std::size_t parallelism,
+                                            std::uint64_t size, std::function<std::uint64_t(const T&)> left_time,
+                                            std::function<std::uint64_t(const R&)> right_time,
+                                            std::function<Out(std::uint64_t, const K&, const T&, const R&)> emit) const {
+  if (up_.job() != right.upstream().job()) throw std::invalid_argument("window join: both inputs must be of one job");
+  if (size == 0) throw std::invalid_argument("window join '" + name + "': window size must be at least 1");
+  const std::size_t stage =
+      up_.job()->add_stage(std::move(name), parallelism, {up_.stage(), right.upstream().stage()});
+  close_by_key();
+  right.close_by_key();
+  using op = tumbling_window_join<K, T, R, Out>;
+  typename op::functions fns{std::move(left_time), std::move(right_time), key_, right.key(), std::move(emit)};
+  return stream<Out>(up_.job(), stage, [size, fns](task_builder& b, collector<Out>& down) {
+    auto& join = b.make<op>(size, fns, down);
+    b.add_state(join);
+    b.set_input(b.make<join_input<K, T, R, Out>>(b.input_channels().at(0), join));
+  });
+}
+
+}  // namespace sluice::dataflow
