@@ -1,10 +1,7 @@
 // The job progress line of the sluice tool (apps/sluice/progress.hpp): its pure formatting, and
 // what it writes to a terminal and to a file.
-//
-// apps/ is a program, not a module, so it has no test binary of its own; progress.cpp is compiled
-// into this one instead (it needs only fmt and snapshot's format_size).
 
-#include "../../apps/sluice/progress.cpp"
+#include "progress.hpp"
 
 #include <catch2/catch.hpp>
 
