@@ -1,4 +1,6 @@
 #include "jobs_cmd.hpp"
+#include "progress.hpp"
+#include "progress_sampler.hpp"
 
 #include <sluice/dataflow/generator.hpp>
 #include <sluice/dataflow/job_runner.hpp>
@@ -6,8 +8,6 @@
 #include <sluice/dataflow/samples.hpp>
 
 #include <fmt/core.h>
-
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -43,18 +43,8 @@ snapshot::checkpoint_mode parse_mode(const std::string& m) {
   return snapshot::checkpoint_mode::aligned;
 }
 
-std::string progress_text(const dataflow::job_progress& p) {
-  const double seconds = std::chrono::duration<double>(p.elapsed).count();
-  std::string text = fmt::format("{:.1f} s  {} records  {:.0f} records/s  backpressure {:.0f}%", seconds, p.records_in,
-                                 seconds > 0 ? static_cast<double>(p.records_in) / seconds : 0.0,
-                                 100.0 * p.backpressure);
-  if (p.last_checkpoint != snapshot::no_checkpoint) {
-    text += fmt::format("  checkpoint {} ({:.1f} ms, {} bytes)", p.last_checkpoint,
-                        std::chrono::duration<double, std::milli>(p.last_checkpoint_duration).count(),
-                        p.last_checkpoint_bytes);
-  }
-  return text;
-}
+// The progress part of the summary: the whole run, at its average rate.
+std::string progress_text(const dataflow::job_progress& p) { return format_progress(summary_fields(p)); }
 
 int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) {
   dataflow::job_settings settings;
@@ -64,20 +54,25 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
   settings.alignment_timeout = std::chrono::milliseconds(o.alignment_timeout_ms);
   settings.transport = o.transport;
   settings.executors = o.executors;
-  const bool live = !o.quiet && ::isatty(STDERR_FILENO) == 1;
-  if (live) {
-    settings.on_progress = [](const dataflow::job_progress& p) {
-      fmt::print(stderr, "\r\x1b[K{}", progress_text(p));
-      std::fflush(stderr);
+  // Two threads use `line` and `sampler`, never at once: on_progress runs on the job's executor 0
+  // thread, and this thread finishes the line after run_job returned, which it does only once every
+  // executor has stopped. So they need no lock.
+  progress_line line({.quiet = o.quiet});
+  progress_sampler sampler;
+  if (line.draws()) {
+    settings.on_progress = [&line, &sampler](const dataflow::job_progress& p) {
+      line.set(sampler.next(p));
+      line.update();
     };
   }
   dataflow::job_result r = dataflow::run_job(job, settings);
-  if (live) fmt::print(stderr, "\r\x1b[K");
-  if (r.resumed_from) fmt::print(stderr, "sluice {}: resumed from checkpoint {}\n", what, *r.resumed_from);
-  fmt::print(stderr, "sluice {}: {}; {} checkpoints completed, {} aborted; {}\n", what,
-             r.exit_code == 0 ? "done" : "FAILED", r.final.checkpoints_completed, r.final.checkpoints_aborted,
-             progress_text(r.final));
-  if (r.exit_code != 0) fmt::print(stderr, "sluice {}: {}\n", what, r.message);
+  std::string summary;
+  if (r.resumed_from) summary += fmt::format("sluice {}: resumed from checkpoint {}\n", what, *r.resumed_from);
+  summary += fmt::format("sluice {}: {}; {} checkpoints completed, {} aborted; {}", what,
+                         r.exit_code == 0 ? "done" : "FAILED", r.final.checkpoints_completed,
+                         r.final.checkpoints_aborted, progress_text(r.final));
+  if (r.exit_code != 0) summary += fmt::format("\nsluice {}: {}", what, r.message);
+  line.finish(summary);
   return r.exit_code;
 }
 

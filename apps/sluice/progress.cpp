@@ -96,6 +96,8 @@ void progress_line::set_checkpoint(std::uint64_t id, std::uint64_t duration_ms, 
   fields_.last_checkpoint = checkpoint_progress{id, duration_ms, size_bytes};
 }
 
+void progress_line::set(const progress_fields& fields) { fields_ = fields; }
+
 progress_fields progress_line::fields(clock::time_point now) const {
   progress_fields f = fields_;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start_).count();

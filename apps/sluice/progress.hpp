@@ -62,6 +62,9 @@ class progress_line {
   void set_records(std::uint64_t total, double per_second);
   void set_backpressure(double fraction);
   void set_checkpoint(std::uint64_t id, std::uint64_t duration_ms, std::uint64_t size_bytes);
+  // Shows `fields` from now on, an empty one left out. Their elapsed_ms is not used: the line's own
+  // clock (options::start) gives the elapsed time.
+  void set(const progress_fields& fields);
 
   // Redraws the status line when it is drawn at all and the last redraw is 250 ms old or more.
   void update(clock::time_point now = clock::now());

@@ -1,10 +1,7 @@
 // The job progress line of the sluice tool (apps/sluice/progress.hpp): its pure formatting, and
 // what it writes to a terminal and to a file.
-//
-// apps/ is a program, not a module, so it has no test binary of its own; progress.cpp is compiled
-// into this one instead (it needs only fmt and snapshot's format_size).
 
-#include "../../apps/sluice/progress.cpp"
+#include "progress.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -129,4 +126,22 @@ TEST_CASE("off a terminal, or quiet, only the summary is written", "[report][pro
   line.update(t0 + 1s);
   line.finish("done");
   CHECK(contents(out.file) == "done\n");
+}
+
+TEST_CASE("set() replaces every field shown, but the elapsed time comes from the line's clock",
+          "[report][progress]") {
+  temp_file out;
+  const auto t0 = progress_line::clock::now();
+  progress_line line({.out = out.file, .terminal = true, .width = 200, .start = t0});
+  line.set_backpressure(0.5);
+  progress_fields f;
+  f.elapsed_ms = 99'000;  // not shown
+  f.records_total = 42;
+  f.records_per_second = 7.0;
+  line.set(f);
+  CHECK(line.fields(t0 + 2s).elapsed_ms == 2'000u);
+  CHECK_FALSE(line.fields(t0).backpressure.has_value());
+  line.update(t0 + 2s);
+  line.finish("done");
+  CHECK(contents(out.file) == "\r2.0 s | 42 records | 7 rec/s\x1b[K\r\x1b[Kdone\n");
 }

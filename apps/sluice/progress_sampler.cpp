@@ -1,0 +1,48 @@
+// progress_sampler: see progress_sampler.hpp.
+
+#include "progress_sampler.hpp"
+
+namespace sluice::apps {
+namespace {
+
+std::uint64_t to_ms(std::chrono::nanoseconds d) {
+  const auto ms = std::chrono::round<std::chrono::milliseconds>(d).count();
+  return ms > 0 ? static_cast<std::uint64_t>(ms) : 0;
+}
+
+// The fields but for the rate.
+progress_fields common_fields(const dataflow::job_progress& p) {
+  progress_fields f;
+  f.elapsed_ms = to_ms(p.elapsed);
+  f.records_total = p.records_in;
+  f.backpressure = p.backpressure;
+  if (p.last_checkpoint != snapshot::no_checkpoint) {
+    f.last_checkpoint = checkpoint_progress{p.last_checkpoint, to_ms(p.last_checkpoint_duration), p.last_checkpoint_bytes};
+  }
+  return f;
+}
+
+}  // namespace
+
+progress_fields progress_sampler::next(const dataflow::job_progress& sample) {
+  progress_fields f = common_fields(sample);
+  if (sample.elapsed > previous_elapsed_) {
+    // The total only grows; a smaller one (not expected) counts as no records, not as a wrap-around.
+    const std::uint64_t records = sample.records_in > previous_records_ ? sample.records_in - previous_records_ : 0;
+    const double seconds = std::chrono::duration<double>(sample.elapsed - previous_elapsed_).count();
+    rate_ = static_cast<double>(records) / seconds;
+    previous_elapsed_ = sample.elapsed;
+    previous_records_ = sample.records_in;
+  }
+  f.records_per_second = rate_;
+  return f;
+}
+
+progress_fields summary_fields(const dataflow::job_progress& final) {
+  progress_fields f = common_fields(final);
+  const double seconds = std::chrono::duration<double>(final.elapsed).count();
+  if (seconds > 0) f.records_per_second = static_cast<double>(final.records_in) / seconds;
+  return f;
+}
+
+}  // namespace sluice::apps
