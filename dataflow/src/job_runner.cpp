@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
+#include <stop_token>
 
 namespace sluice::dataflow {
 
@@ -376,6 +377,7 @@ rt::task<job_result> runner::run() {
   copts.expected_tasks = slots_.size();
   copts.first_checkpoint_id = plan.value().next_checkpoint_id;
   copts.verify_state_files = false;
+  copts.on_checkpoint_end = settings_.on_checkpoint;
   coordinator_.emplace(engine_.at(0), *storage_, copts);
 
   // --- tasks and channels -------------------------------------------------------------------------
@@ -459,11 +461,18 @@ job_result run_job(job_builder& job, job_settings settings) {
   job_result result;
   {
     rt::engine eng({.executors = settings.executors, .handle_signals = settings.handle_signals});
+    const std::stop_token stop = settings.stop;
     auto r = std::make_unique<runner>(job, std::move(settings), eng, memory);
-    result = eng.block_on(r->run());
+    {
+      std::stop_callback on_stop(stop, [&eng] { eng.request_stop(); });
+      result = eng.block_on(r->run());
+    }
     if (eng.stop_signal() != 0) {
       result.exit_code = 130;
       result.message = fmt::format("stopped by signal {}", eng.stop_signal());
+    } else if (stop.stop_requested() && result.exit_code == 0 && result.message.empty()) {
+      result.exit_code = 130;
+      result.message = "stopped by request";
     }
     eng.stop();
     r.reset();  // after every executor stopped: nothing is posted to its parts any more

@@ -422,6 +422,7 @@ void coordinator::record(const pending_checkpoint& p, const checkpoint_outcome& 
   } else {
     ++aborted_count_;
   }
+  if (options_.on_checkpoint_end) options_.on_checkpoint_end(s);
   history_.push_back(std::move(s));
   while (history_.size() > options_.history_size) history_.pop_front();
 }

@@ -126,6 +126,11 @@ class job_builder {
   // fails the job (naming the file and byte offset): out-of-order input would be late for windows.
   stream<std::string> read_timed_lines(std::string name, std::string path, std::size_t parallelism,
                                        std::function<std::uint64_t(std::string_view)> time);
+  // Generated records: make(n) for n in [0, count) (0: no end), spread over `parallelism` tasks,
+  // at most records_per_second in all (0: as fast as the job takes them). Defined in generate.hpp.
+  template <class T>
+  stream<T> generate(std::string name, std::size_t parallelism, std::uint64_t count,
+                     std::function<T(std::uint64_t)> make, double records_per_second = 0);
   // Lines with their 0-based line index as event time (one task; watermarks every 256 lines).
   stream<std::pair<std::uint64_t, std::string>> read_indexed_lines(std::string name, std::string path);
 
@@ -177,6 +182,11 @@ class stream {
   // `dir`, published when the checkpoint covering them completes. Defined in sinks.hpp.
   void write_lines(std::string dir, std::function<std::string(const T&)> format, sink_options options = {}) const;
 
+  // Ends the stage with lines (format(record)) on standard output (or descriptor `fd`, not owned):
+  // for demos, no delivery guarantee (after a recovery, lines since the checkpoint appear again).
+  // Defined in generate.hpp.
+  void print(std::function<std::string(const T&)> format, int fd = 1) const;
+
   // Ends the stage with a partition whose subpartition for a record is route(record, n), n being
   // the next stage's parallelism.
   void close_with_partition(std::function<std::size_t(const T&, std::size_t)> route) const {
@@ -221,6 +231,13 @@ class keyed_stream {
   void close_by_key() const {
     auto key = key_;
     up_.close_with_partition([key](const T& r, std::size_t n) { return static_cast<std::size_t>(stable_hash(key(r)) % n); });
+  }
+
+  // A new stage of `parallelism` tasks that takes the records as they come, each key's records at
+  // one task: stateless operators chained after it (map, filter, ...) run there.
+  stream<T> partition(std::string name, std::size_t parallelism) const {
+    const std::size_t stage = exchange(std::move(name), parallelism);
+    return stream<T>(up_.job(), stage, [](task_builder& b, collector<T>& down) { b.set_input(b.make<gate_input<T>>(down)); });
   }
 
   // A new stage of `parallelism` tasks: every record's key folds into its accumulator; at the end of

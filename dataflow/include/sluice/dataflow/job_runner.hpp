@@ -12,15 +12,17 @@
 //   sink publishes its last output, then ends its partitions and exits 0.
 // - Failure: an operator exception, an I/O error or a lost channel fails the job with a message
 //   naming the task and the cause (exit code 1); a restart resumes from the latest checkpoint.
-//   SIGINT/SIGTERM stop it (exit code 130); the next run resumes.
+//   SIGINT/SIGTERM or job_settings::stop stop it (exit code 130); the next run resumes.
 
 #include <sluice/dataflow/job.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
+#include <sluice/snapshot/coordinator.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stop_token>
 #include <string>
 
 namespace sluice::dataflow {
@@ -51,6 +53,11 @@ struct job_settings {
   // Called on the job's first executor about every progress_interval.
   std::function<void(const job_progress&)> on_progress;
   std::chrono::milliseconds progress_interval{250};
+  // Called on the job's first executor as each checkpoint ends (completed or aborted).
+  std::function<void(const snapshot::checkpoint_stats&)> on_checkpoint;
+  // A stop request (from any thread, or from on_progress/on_checkpoint) stops the job as SIGTERM
+  // does: no final checkpoint, exit code 130, and the next run resumes from the latest checkpoint.
+  std::stop_token stop;
 };
 
 struct job_result {

@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -48,6 +49,8 @@ class executor;
 }
 
 namespace sluice::snapshot {
+
+struct checkpoint_stats;
 
 struct coordinator_options {
   std::chrono::milliseconds interval{1000};            // between periodic triggers
@@ -61,6 +64,8 @@ struct coordinator_options {
   checkpoint_id first_checkpoint_id = 1;  // recovery_plan::next_checkpoint_id after a restart
   bool verify_state_files = true;  // read every state file back before the manifest vouches for it
   std::map<std::string, std::vector<std::byte>> job_metadata;  // written into every manifest
+  // Called on home with each checkpoint's stats as it ends (completed or aborted).
+  std::function<void(const checkpoint_stats&)> on_checkpoint_end;
 };
 
 // One checkpoint as it ended.

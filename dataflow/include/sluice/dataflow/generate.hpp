@@ -1,0 +1,143 @@
+#pragma once
+// Generated sources and the stdout sink of the job API.
+//
+//   job.generate<std::string>("gen", 2, 1'000'000, [](std::uint64_t n) { return "record " + std::to_string(n); })
+//      .map<...>(...)...;
+//   stream.print([](const T& r) { return format(r); });   // demo output, no delivery guarantee
+//
+// generate(): record n = make(n) for n in [0, count) (count 0: without end); task i of p makes
+// n = i, i + p, i + 2p, ... so the job's records are the same whatever the parallelism. `make` must
+// be deterministic (seed it yourself: word_corpus_generator(seed).seek(n) and the like) — a restart
+// resumes each task at the n stored in the checkpoint, and exactly-once output depends on make(n)
+// being the record it was. With records_per_second > 0, each task makes at most its share of that
+// rate (it waits, a millisecond at most at a time, so checkpoints and messages are not held up).
+
+#include <sluice/dataflow/job.hpp>
+#include <sluice/dataflow/stdout_sink.hpp>
+#include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/timer.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace sluice::dataflow {
+
+template <class T>
+class generator_source final : public source_head {
+ public:
+  generator_source(std::size_t subtask, std::size_t parallelism, std::uint64_t count, double records_per_second,
+                   std::function<T(std::uint64_t)> make, collector<T>& out)
+      : step_(parallelism), count_(count), rate_(records_per_second / static_cast<double>(parallelism)),
+        make_(std::move(make)), out_(&out), next_(subtask) {}
+
+  runtime::task<io::result<void>> open() override {
+    started_ = std::chrono::steady_clock::now();
+    made_since_start_ = 0;
+    co_return io::result<void>();
+  }
+
+  runtime::task<io::result<source_status>> produce(std::size_t max_records) override {
+    if (!ended()) {
+      std::size_t allowed = max_records;
+      if (rate_ > 0) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        const double due = elapsed * rate_ - static_cast<double>(made_since_start_);
+        if (due < 1) {
+          const auto wait = std::chrono::duration<double>((1 - due) / rate_);
+          (void)co_await runtime::sleep_for(std::min<std::chrono::nanoseconds>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(wait), std::chrono::milliseconds(1)));
+          co_return source_status::more;
+        }
+        allowed = std::min<std::size_t>(allowed, static_cast<std::size_t>(due));
+      }
+      for (std::size_t i = 0; i < allowed && !ended(); ++i) {
+        out_->collect(make_(next_));
+        next_ += step_;
+        ++records_;
+        ++made_since_start_;
+      }
+      if (!ended()) co_return source_status::more;
+    }
+    out_->end_of_data();
+    co_return source_status::end;
+  }
+
+  std::uint64_t records_produced() const noexcept override { return records_; }
+  std::vector<std::byte> snapshot_state() const override { return detail::encode_state(next_); }
+  void restore_state(std::span<const std::byte> bytes) override {
+    next_ = detail::decode_state<std::uint64_t>(bytes, "generator source");
+  }
+
+ private:
+  bool ended() const noexcept { return count_ != 0 && next_ >= count_; }
+
+  std::uint64_t step_;
+  std::uint64_t count_;
+  double rate_;  // per task
+  std::function<T(std::uint64_t)> make_;
+  collector<T>* out_;
+  std::uint64_t next_;
+  std::uint64_t records_ = 0;
+  std::uint64_t made_since_start_ = 0;
+  std::chrono::steady_clock::time_point started_{};
+};
+
+template <class T>
+stream<T> job_builder::generate(std::string name, std::size_t parallelism, std::uint64_t count,
+                                std::function<T(std::uint64_t)> make, double records_per_second) {
+  if (!make) throw std::invalid_argument("generate: a make function is required");
+  const std::size_t stage = add_stage(std::move(name), parallelism, {});
+  return stream<T>(this, stage, [count, make, records_per_second](task_builder& b, collector<T>& down) {
+    b.set_source(b.make<generator_source<T>>(b.subtask(), b.parallelism(), count, records_per_second, make, down));
+  });
+}
+
+// The tail of stream::print(): lines to standard output, outside checkpoints.
+template <class T>
+class stdout_tail final : public output_tail, public collector<T> {
+ public:
+  stdout_tail(std::function<std::string(const T&)> format, int fd) : format_(std::move(format)), out_(fd) {}
+  void collect(const T& record) override { lines_.push_back(format_(record)); }
+  void watermark(std::uint64_t) override {}
+  void end_of_data() override {}
+  bool backlogged() const noexcept override { return !lines_.empty(); }
+  runtime::task<io::result<void>> drain() override {
+    while (!lines_.empty()) {
+      io::result<void> written = co_await out_.write(lines_.front());
+      if (!written) co_return written;
+      lines_.pop_front();
+      ++records_;
+    }
+    co_return co_await out_.flush();
+  }
+  bool is_sink() const noexcept override { return true; }
+  runtime::task<void> close() override { (void)co_await out_.close(); }
+  std::uint64_t records_out() const noexcept override { return records_; }
+
+ private:
+  std::function<std::string(const T&)> format_;
+  stdout_sink out_;
+  std::deque<std::string> lines_;
+  std::uint64_t records_ = 0;
+};
+
+template <class T>
+void stream<T>::print(std::function<std::string(const T&)> format, int fd) const {
+  attach_fn attach = attach_;
+  stage_def& stage = job_->stages()[stage_];
+  stage.sink = true;
+  stage.build = [attach, format, fd](task_builder& b) {
+    auto& tail = b.make<stdout_tail<T>>(format, fd);
+    b.set_output(tail);
+    attach(b, tail);
+  };
+}
+
+}  // namespace sluice::dataflow
