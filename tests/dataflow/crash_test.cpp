@@ -145,26 +145,6 @@ TEST_CASE("the window join killed with SIGKILL at random moments and restarted p
   CHECK(published_lines(dir.file("out")) == nested_loop_join(dir.file("left.csv"), dir.file("right.csv"), 500));
 }
 
-namespace {
-
-// Channel-state bytes of a committed checkpoint directory, from its manifest ("file <name> <size>
-// <crc> <operator bytes> <channel bytes>" lines); -1 when it has no manifest.
-long long channel_state_bytes(const std::filesystem::path& chk) {
-  std::ifstream in(chk / "_manifest");
-  if (!in) return -1;
-  long long total = 0;
-  std::string word;
-  while (in >> word) {
-    if (word != "file") continue;
-    std::string name, size, crc, op, ch;
-    in >> name >> size >> crc >> op >> ch;
-    total += std::stoll(ch);
-  }
-  return total;
-}
-
-}  // namespace
-
 TEST_CASE("resuming from an unaligned checkpoint that holds in-flight channel state replays it: exact output",
           "[dataflow][crash]") {
   temp_dir dir;
@@ -178,7 +158,7 @@ TEST_CASE("resuming from an unaligned checkpoint that holds in-flight channel st
     while (with_state.empty() && ::waitpid(pid, &status, WNOHANG) == 0) {
       if (std::filesystem::exists(chk_root)) {
         for (const auto& e : std::filesystem::directory_iterator(chk_root)) {
-          if (channel_state_bytes(e.path()) > 0) with_state = e.path();
+          if (sluice::test::manifest_channel_bytes(e.path()) > 0) with_state = e.path();
         }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -199,7 +179,7 @@ TEST_CASE("resuming from an unaligned checkpoint that holds in-flight channel st
     const std::string name = e.path().filename().string();
     if (name.size() > keep.size() || (name.size() == keep.size() && name > keep)) std::filesystem::remove_all(e.path());
   }
-  INFO("resuming from " << keep << " with " << channel_state_bytes(with_state) << " bytes of channel state");
+  INFO("resuming from " << keep << " with " << sluice::test::manifest_channel_bytes(with_state) << " bytes of channel state");
   const crash_report report = run_until_done(dir, checkpoint_mode::unaligned, "local", 99);
   REQUIRE(report.exit_code == 0);
   CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));

@@ -52,14 +52,8 @@ job_result run_join(const temp_dir& dir, checkpoint_mode mode, const std::string
                     std::chrono::microseconds slow_sink = {}, std::size_t retained = 3) {
   job_builder job("join");
   build_join(job, {dir.file("left.csv"), dir.file("right.csv"), dir.file("out"), 2, window, slow_sink});
-  job_settings settings;
-  settings.checkpoint_dir = dir.file("checkpoints");
-  settings.checkpoint_interval = std::chrono::milliseconds(20);
-  settings.mode = mode;
-  settings.alignment_timeout = std::chrono::milliseconds(1);
-  settings.transport = transport;
+  job_settings settings = sluice::test::test_job_settings(dir.file("checkpoints"), mode, transport);
   settings.retained_checkpoints = retained;
-  settings.handle_signals = false;
   return run_job(job, settings);
 }
 
@@ -183,23 +177,6 @@ TEST_CASE("a malformed join row fails the job with the row in the message", "[da
   CHECK_THAT(r.message, Catch::Contains("this is not csv") && Catch::Contains("left.csv at byte 6"));
 }
 
-namespace {
-// Channel-state bytes of a committed checkpoint directory, from its manifest; -1 without one.
-long long manifest_channel_bytes(const std::filesystem::path& chk) {
-  std::ifstream in(chk / "_manifest");
-  if (!in) return -1;
-  long long total = 0;
-  std::string word;
-  while (in >> word) {
-    if (word != "file") continue;
-    std::string name, size, crc, op, ch;
-    in >> name >> size >> crc >> op >> ch;
-    total += std::stoll(ch);
-  }
-  return total;
-}
-}  // namespace
-
 TEST_CASE("under backpressure from a slow sink, unaligned checkpoints complete with in-flight data and the output is exact",
           "[dataflow][join]") {
   temp_dir dir;
@@ -214,7 +191,7 @@ TEST_CASE("under backpressure from a slow sink, unaligned checkpoints complete w
   CHECK(r.final.checkpoints_completed >= 3);
   long long most = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.file("checkpoints"))) {
-    most = std::max(most, manifest_channel_bytes(e.path()));
+    most = std::max(most, sluice::test::manifest_channel_bytes(e.path()));
   }
   CHECK(most > 0);
 }

@@ -3,8 +3,10 @@
 // (plain streams and a std::map), and the lines of the published output files.
 
 #include <sluice/dataflow/generator.hpp>
+#include <sluice/dataflow/job_runner.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +57,35 @@ inline std::vector<std::string> published_lines(const std::string& dir) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// The settings the job tests run with: checkpoints every 20 ms, no signal handling.
+inline dataflow::job_settings test_job_settings(const std::string& checkpoint_dir, snapshot::checkpoint_mode mode,
+                                                const std::string& transport) {
+  dataflow::job_settings settings;
+  settings.checkpoint_dir = checkpoint_dir;
+  settings.checkpoint_interval = std::chrono::milliseconds(20);
+  settings.mode = mode;
+  settings.alignment_timeout = std::chrono::milliseconds(1);
+  settings.transport = transport;
+  settings.handle_signals = false;
+  return settings;
+}
+
+// Channel-state bytes of a committed checkpoint directory, from its manifest ("file <name> <size>
+// <crc> <operator bytes> <channel bytes>" lines); -1 when it has no manifest.
+inline long long manifest_channel_bytes(const std::filesystem::path& chk) {
+  std::ifstream in(chk / "_manifest");
+  if (!in) return -1;
+  long long total = 0;
+  std::string word;
+  while (in >> word) {
+    if (word != "file") continue;
+    std::string name, size, crc, op, ch;
+    in >> name >> size >> crc >> op >> ch;
+    total += std::stoll(ch);
+  }
+  return total;
 }
 
 }  // namespace sluice::test

@@ -35,14 +35,7 @@ job_result run_wordcount(const temp_dir& dir, checkpoint_mode mode, const std::s
                          std::size_t parallelism = 2) {
   job_builder job("wordcount");
   build_wordcount(job, {dir.file("input.txt"), dir.file("out"), parallelism, window});
-  job_settings settings;
-  settings.checkpoint_dir = dir.file("checkpoints");
-  settings.checkpoint_interval = std::chrono::milliseconds(20);
-  settings.mode = mode;
-  settings.alignment_timeout = std::chrono::milliseconds(1);
-  settings.transport = transport;
-  settings.handle_signals = false;
-  return run_job(job, settings);
+  return run_job(job, sluice::test::test_job_settings(dir.file("checkpoints"), mode, transport));
 }
 
 }  // namespace

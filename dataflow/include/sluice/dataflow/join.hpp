@@ -86,16 +86,13 @@ class tumbling_window_join final : public stateful, public chain_part {
   }
   template <class Due>
   void fire(Due due) {
-    while (!windows_.empty() && due(windows_.begin()->first)) {
-      const std::uint64_t start = windows_.begin()->first;
-      for (const auto& [key, sides] : windows_.begin()->second) {
+    detail::fire_windows(windows_, size_, fired_through_, due, [this](std::uint64_t start, const std::map<K, sides_t>& keys) {
+      for (const auto& [key, sides] : keys) {
         for (const L& l : sides.first) {
           for (const R& r : sides.second) out_->collect(fns_.emit(start, key, l, r));
         }
       }
-      windows_.erase(windows_.begin());
-      fired_through_ = start + size_;  // windows starting before this have fired
-    }
+    });
   }
 
   std::uint64_t size_;

@@ -93,6 +93,19 @@ S decode_state(std::span<const std::byte> bytes, const char* what) {
     throw std::runtime_error(std::string("restore ") + what + ": " + e.what());
   }
 }
+// Fires, oldest first, every window of `windows` (a map from window start to its per-key contents)
+// that due(start) says is due: emit_window(start, contents), then forgets it. `fired_through` becomes
+// the end of the last window fired (windows starting before it are done).
+template <class Windows, class Due, class Emit>
+void fire_windows(Windows& windows, std::uint64_t size, std::optional<std::uint64_t>& fired_through, Due due,
+                  Emit emit_window) {
+  while (!windows.empty() && due(windows.begin()->first)) {
+    const std::uint64_t start = windows.begin()->first;
+    emit_window(start, windows.begin()->second);
+    windows.erase(windows.begin());
+    fired_through = start + size;
+  }
+}
 }  // namespace detail
 
 // Folds every record of a key into an accumulator; at the end of the input emits emit(key, acc) for
@@ -189,12 +202,9 @@ class tumbling_window_aggregate final : public collector<In>, public stateful, p
  private:
   template <class Due>
   void fire(Due due) {
-    while (!windows_.empty() && due(windows_.begin()->first)) {
-      const std::uint64_t start = windows_.begin()->first;
-      for (const auto& [key, acc] : windows_.begin()->second) out_->collect(fns_.emit(start, key, acc));
-      windows_.erase(windows_.begin());
-      fired_through_ = start + size_;  // windows starting before this have fired
-    }
+    detail::fire_windows(windows_, size_, fired_through_, due, [this](std::uint64_t start, const std::map<K, Acc>& keys) {
+      for (const auto& [key, acc] : keys) out_->collect(fns_.emit(start, key, acc));
+    });
   }
 
   std::uint64_t size_;
