@@ -375,8 +375,9 @@ void transport_core::fail(connection& c, std::string why, bool tell_peer, bool o
   if (c.failed) return;
   c.failed = true;
   c.failure = why;
-  // A peer closing an idle connection is an orderly end; anything else is a failure worth a line.
-  const bool orderly = c.in.empty() && c.out.empty() && (closing || orderly_end);
+  // Our own close(), or a peer closing an idle connection, is an orderly end; anything else is a
+  // failure worth a line (after a job failed, close() would otherwise log every connection).
+  const bool orderly = closing || (c.in.empty() && c.out.empty() && orderly_end);
   const std::string line = fmt::format("connection {} {}: {}", c.dialed ? "to" : "from", c.peer.to_string(), why);
   if (orderly) {
     runtime::log::info("tcp transport: {}", line);
