@@ -70,6 +70,12 @@ class runner final : public detail::task_listener {
   void task_ended(ss::task_id id, std::optional<std::string> failure) override {
     slots_[id].ended = true;
     ++tasks_ended_;
+    if (failure && final_checkpoint_done_) {
+      // Everything is published and recovery would resume from the final checkpoint and change
+      // nothing: the job is done; what failed while it wound down is worth a line only.
+      runtime::log::warn("job {}: after the final checkpoint: {}", job_.name(), *failure);
+      failure.reset();
+    }
     if (failure && !failure_) {
       failure_ = std::move(failure);
       runtime::log::error("job {}: {}", job_.name(), *failure_);
@@ -111,6 +117,7 @@ class runner final : public detail::task_listener {
   std::size_t data_ended_ = 0;
   std::size_t tasks_ended_ = 0;
   std::optional<std::string> failure_;
+  bool final_checkpoint_done_ = false;
   rt::event all_data_ended_;
   rt::event all_ended_;
   rt::scope tasks_scope_;
@@ -264,7 +271,10 @@ rt::task<void> runner::controller() {
   // it staged. (A source's sending stays open until then: barriers still flow.)
   for (int attempt = 1;; ++attempt) {
     ss::checkpoint_outcome outcome = co_await coordinator_->trigger_now();
-    if (outcome.completed()) break;
+    if (outcome.completed()) {
+      final_checkpoint_done_ = !failure_;
+      break;
+    }
     // (cancelled: the job is stopping, by a signal or another task's failure)
     if (failure_ || outcome.reason == ss::abort_reason::cancelled) co_return;
     if (attempt == 5) {
