@@ -154,6 +154,11 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
   if (b.output_ == nullptr || (b.source_ == nullptr) == (b.input_ == nullptr)) {
     throw std::logic_error(fmt::format("stage '{}' built an incomplete chain", stage.name));
   }
+  if (b.on_fiber_ && b.source_ != nullptr) {
+    throw std::invalid_argument(fmt::format(
+        "stage '{}': a blocking operator cannot run in a source stage; put it after key_by(...).partition(...)",
+        stage.name));
+  }
   detail::task_wiring w;
   w.id = slot->id;
   w.name = fmt::format("{}#{}", stage.name, slot->subtask);

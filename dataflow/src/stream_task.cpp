@@ -1,6 +1,7 @@
 #include "stream_task.hpp"
 
 #include <sluice/buffers/event_codec.hpp>
+#include <sluice/runtime/fiber.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/timer.hpp>
 #include <sluice/runtime/when_any.hpp>
@@ -185,10 +186,15 @@ rt::task<io::result<void>> stream_task::restore() {
   if (built_.input_ != nullptr && !state->input_channels.empty()) {
     (void)handler_->set_replaying(true);
     for (const auto& [key, bytes] : state->input_channels) {
-      for_each_record(bytes, [&](std::span<const std::byte> r) {
-        built_.input_->record(key.index, r);
-        ++records_in_;
+      const std::uint32_t channel = key.index;
+      const std::vector<std::byte>* state_bytes = &bytes;
+      auto replayed = in_chain([this, channel, state_bytes] {
+        for_each_record(*state_bytes, [&](std::span<const std::byte> r) {
+          built_.input_->record(channel, r);
+          ++records_in_;
+        });
       });
+      co_await std::move(replayed);
       if (built_.output_->backlogged()) {
         io::result<void> drained = co_await built_.output_->drain();
         if (!drained) co_return drained;
@@ -277,12 +283,14 @@ rt::task<io::result<void>> stream_task::step_input() {
       (void)r;
       co_return io::result<void>();
     }
-    process_records();
+    auto processed = in_chain([this] { process_records(); });
+    co_await std::move(processed);
     co_return io::result<void>();
   }
   std::optional<bf::gate_item> item = gate.try_next();
   if (!item && reading) {  // (a priority event was announced but is gone: keep reading)
-    process_records();
+    auto processed = in_chain([this] { process_records(); });
+    co_await std::move(processed);
     co_return io::result<void>();
   }
   if (!item) co_return co_await wait_for_work();
@@ -301,6 +309,17 @@ rt::task<io::result<void>> stream_task::wait_for_work() {
   auto r = co_await rt::when_any(wait_item(&gate), wait_event(&wake_));
   (void)r;
   co_return io::result<void>();
+}
+
+// A call into the chain: on a fiber when the stage has blocking operators (they may await there).
+template <class F>
+rt::task<void> stream_task::in_chain(F fn) {
+  if (!built_.on_fiber_) {
+    fn();
+    co_return;
+  }
+  rt::task<void> on_fiber = rt::run_fiber(std::move(fn));
+  co_await std::move(on_fiber);
 }
 
 void stream_task::process_records() {
@@ -326,10 +345,14 @@ rt::task<io::result<void>> stream_task::handle_item(bf::gate_item item) {
     current_channel_ = item.channel;
     deserializers_[item.channel].set_next_buffer(item.data.get().retain());
     item.data.release();  // view-held until the deserializer is done with it
-    process_records();
+    auto processed = in_chain([this] { process_records(); });
+    co_await std::move(processed);
     co_return done;
   }
-  on_event(item.channel, *item.event);
+  const std::uint32_t channel = item.channel;
+  const bf::gate_event* event = &*item.event;
+  auto handled = in_chain([this, channel, event] { on_event(channel, *event); });
+  co_await std::move(handled);
   co_return done;
 }
 

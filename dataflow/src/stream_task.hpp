@@ -125,6 +125,8 @@ class stream_task final : public snapshot::checkpoint_participant {
                                                std::vector<std::vector<buffers::buffer_view>>* overtaken);
   runtime::task<io::result<void>> wait_for_work();
   void process_records();
+  template <class F>
+  runtime::task<void> in_chain(F fn);
   void on_event(std::uint32_t channel, const buffers::gate_event& event);
   io::error failure(std::string what) const;
 

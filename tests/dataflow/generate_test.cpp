@@ -1,8 +1,10 @@
-// The job API's generated source, key partition stage and print sink: every record once, in a job
+// The job API's generated source, key partition stage, print sink and blocking map: every record once, in a job
 // of any parallelism, across a restart, and at the rate asked for.
 #include <sluice/dataflow/generate.hpp>
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/dataflow/sinks.hpp>
+#include <sluice/runtime/fiber.hpp>
+#include <sluice/runtime/timer.hpp>
 
 #include <support/temp_dir.hpp>
 
@@ -123,4 +125,35 @@ TEST_CASE("print writes every line to its descriptor", "[dataflow][generate]") {
   for (int n = 0; n < 1000; ++n) expected.push_back("n=" + std::to_string(n));
   std::sort(expected.begin(), expected.end());
   CHECK(lines == expected);
+}
+
+TEST_CASE("a blocking map awaits on its fiber and the job's output is exact", "[dataflow][fiber]") {
+  temp_dir dir;
+  job_builder job("blocking");
+  job.generate<std::uint64_t>("gen", 2, 3000, [](std::uint64_t n) { return n; })
+      .key_by<std::uint64_t>([](const std::uint64_t& n) { return n; })
+      .partition("lookup", 2)
+      .map_blocking<std::uint64_t>([](const std::uint64_t& n) {
+        // Blocking style: a "lookup" that takes a while, awaited on the task's fiber.
+        REQUIRE(sluice::runtime::in_fiber());
+        if (n % 100 == 0) {
+          const bool slept = sluice::runtime::await(sluice::runtime::sleep_for(std::chrono::milliseconds(1)));
+          if (!slept) throw std::runtime_error("stopped");
+        }
+        return 3 * n;
+      })
+      .write_lines(dir.file("out"), [](const std::uint64_t& n) { return std::to_string(n); });
+  const job_result r = run_job(job, quick_settings(dir));
+  INFO(r.message);
+  REQUIRE(r.exit_code == 0);
+  CHECK(published_lines(dir.file("out")) == numbers(3000, 3));
+}
+
+TEST_CASE("a blocking map in a source stage is refused with the stage named", "[dataflow][fiber]") {
+  temp_dir dir;
+  job_builder job("blocking");
+  job.generate<std::uint64_t>("gen", 1, 10, [](std::uint64_t n) { return n; })
+      .map_blocking<std::uint64_t>([](const std::uint64_t& n) { return n; })
+      .write_lines(dir.file("out"), [](const std::uint64_t& n) { return std::to_string(n); });
+  CHECK_THROWS_WITH(run_job(job, quick_settings(dir)), Catch::Contains("'gen'") && Catch::Contains("blocking"));
 }

@@ -55,6 +55,8 @@ class task_builder {
   void set_input(input_head& h) { input_ = &h; }
   void set_source(source_head& s) { source_ = &s; }
   void set_output(output_tail& t) { output_ = &t; }
+  // The chain has an operator in blocking style: every call into it runs on a fiber.
+  void run_on_fiber() noexcept { on_fiber_ = true; }
 
   snapshot::task_id id() const noexcept { return id_; }
   std::size_t subtask() const noexcept { return subtask_; }
@@ -71,6 +73,7 @@ class task_builder {
   input_head* input_ = nullptr;
   source_head* source_ = nullptr;
   output_tail* output_ = nullptr;
+  bool on_fiber_ = false;
 
  private:
   snapshot::task_id id_;
@@ -157,6 +160,19 @@ class stream {
   stream<U> map(std::function<U(const T&)> fn) const {
     attach_fn parent = attach_;
     return stream<U>(job_, stage_, [parent, fn](task_builder& b, collector<U>& down) {
+      parent(b, b.make<map_op<T, U>>(fn, down));
+    });
+  }
+  // map() for a function written in blocking style: it may call runtime::await(...) (fiber.hpp),
+  // for a lookup in a service or a file, say. The stage's operators then run on a fiber: while one
+  // waits, the executor runs other tasks, and this task takes nothing else (its barriers and
+  // messages wait too, as behind any slow operator). Not in a source stage: put it after
+  // key_by(...).partition(...).
+  template <class U>
+  stream<U> map_blocking(std::function<U(const T&)> fn) const {
+    attach_fn parent = attach_;
+    return stream<U>(job_, stage_, [parent, fn](task_builder& b, collector<U>& down) {
+      b.run_on_fiber();
       parent(b, b.make<map_op<T, U>>(fn, down));
     });
   }
