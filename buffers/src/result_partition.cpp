@@ -248,6 +248,43 @@ std::vector<buffer_view> result_partition::add_priority_event(buffer_view event,
   return overtaken;
 }
 
+namespace {
+template <class Queue>
+std::optional<std::size_t> find_in_band(const Queue& queue, const buffer_view& event) {
+  const std::byte* bytes = event.data().data();
+  for (std::size_t k = 0; k < queue.size(); ++k) {
+    if (!queue[k].priority && queue[k].view.data().data() == bytes) return k;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+bool result_partition::event_queued(const buffer_view& event, std::size_t subpartition) const {
+  check_owner();
+  return find_in_band(at(subpartition).queue, event).has_value();
+}
+
+std::optional<std::vector<buffer_view>> result_partition::promote_event(const buffer_view& event,
+                                                                         std::size_t subpartition) {
+  check_owner();
+  subpartition_state& s = at(subpartition);
+  const std::optional<std::size_t> k = find_in_band(s.queue, event);
+  if (!k) return std::nullopt;
+  std::size_t head = 0;
+  while (head < s.queue.size() && s.queue[head].priority) ++head;
+  std::vector<buffer_view> overtaken;
+  for (std::size_t i = head; i < *k; ++i) {
+    if (s.queue[i].view.kind() == buffer_kind::data) overtaken.push_back(s.queue[i].view.share());
+  }
+  entry promoted = std::move(s.queue[*k]);
+  promoted.priority = true;
+  s.queue.erase(s.queue.begin() + static_cast<std::ptrdiff_t>(*k));
+  s.queue.insert(s.queue.begin() + static_cast<std::ptrdiff_t>(head), std::move(promoted));
+  s.available.set();
+  if (s.priority_wake != nullptr) s.priority_wake->set();
+  return overtaken;
+}
+
 void result_partition::set_priority_wake(std::size_t subpartition, runtime::event* wake) {
   check_owner();
   at(subpartition).priority_wake = wake;

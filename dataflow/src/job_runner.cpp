@@ -40,7 +40,7 @@ struct task_slot {
   rt::executor* executor = nullptr;
   std::size_t executor_index = 0;
   std::unique_ptr<bf::local_buffer_pool> out_pool;
-  std::unique_ptr<bf::local_buffer_pool> priority_pool;  // priority events of `partition`
+  std::unique_ptr<bf::local_buffer_pool> priority_pool;  // barriers and markers of `partition`
   std::unique_ptr<bf::result_partition> partition;
   std::unique_ptr<bf::local_buffer_pool> in_pool;
   std::unique_ptr<bf::input_gate> gate;
@@ -134,7 +134,7 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
     slot->out_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, max);
     slot->partition = std::make_unique<bf::result_partition>(
         *slot->out_pool, bf::partition_options{.subpartitions = downstream_parallelism, .flush_timeout = settings_.flush_timeout});
-    slot->priority_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, 2);
+    slot->priority_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, 4);
     slot->partition->set_priority_event_pool(*slot->priority_pool);
   }
   std::vector<std::size_t> input_channels;
@@ -469,7 +469,7 @@ job_result run_job(job_builder& job, job_settings settings) {
     for (std::size_t up : s.upstreams) inputs += up < job.stages().size() ? job.stages()[up].parallelism : 0;
     widest = std::max({widest, s.parallelism, inputs});
   }
-  const std::size_t per_task = (3 * widest + 8) + 2 + (2 * widest + settings.floating_buffers);
+  const std::size_t per_task = (3 * widest + 8) + 4 + (2 * widest + settings.floating_buffers);
   const std::size_t per_executor = per_task * ((tasks + settings.executors - 1) / settings.executors) + 16;
   bf::network_memory memory(per_executor * settings.executors * segment_bytes, segment_bytes, settings.executors);
 

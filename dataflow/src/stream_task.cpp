@@ -211,11 +211,7 @@ rt::task<io::result<void>> stream_task::handle_mailbox() {
     message m = std::move(mailbox_.front());
     mailbox_.pop_front();
     if (auto* t = std::get_if<trigger_msg>(&m)) {
-      if (built_.output_->backlogged() && t->mode != ss::checkpoint_mode::unaligned) {
-        io::result<void> drained = co_await built_.output_->drain();
-        if (!drained) co_return drained;
-      }
-      io::result<void> r = co_await snapshot(t->id, t->mode);
+      io::result<void> r = co_await snapshot(t->id, t->mode);  // (it drains the output where it must)
       if (!r) co_return r;
     } else if (auto* c = std::get_if<complete_msg>(&m)) {
       io::result<void> r = co_await built_.output_->commit(c->id);
@@ -416,12 +412,16 @@ rt::task<io::result<void>> stream_task::perform(ss::barrier_actions actions) {
 }
 
 rt::task<io::result<void>> stream_task::forward_event(bf::gate_event event, bool priority,
-                                                      std::vector<std::vector<bf::buffer_view>>* overtaken) {
+                                                      std::vector<std::vector<bf::buffer_view>>* overtaken,
+                                                      std::optional<bf::buffer_view>* keep) {
   bf::result_partition* p = wiring_.partition;
   if (p == nullptr || p->finished()) co_return io::result<void>();
-  bf::local_buffer_pool* pool = priority ? &p->priority_event_pool() : &p->pool();
+  // Barriers and cancellation markers never wait for a data buffer of a backpressured partition.
+  const bool control = event.kind == bf::gate_event::type::barrier || event.kind == bf::gate_event::type::cancellation_marker;
+  bf::local_buffer_pool* pool = priority || control ? &p->priority_event_pool() : &p->pool();
   std::optional<bf::buffer_view> view = co_await bf::request_event_buffer(pool, event);
   if (!view) co_return failure("could not get a buffer for an event");
+  if (keep != nullptr) *keep = view->share();
   for (std::size_t sub = 0; sub < p->subpartitions(); ++sub) {
     bf::buffer_view share = view->share();
     if (priority) {
@@ -445,7 +445,15 @@ rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::check
 
   if (!unaligned) {
     // Aligned (and at-least-once): everything before the barrier is out; the barrier goes in-band.
-    if (built_.output_->backlogged()) {
+    // Aligned with a timeout into a partition: the barrier may have to overtake the output later,
+    // so it does not wait for the tail's queue either: the queued records are stored (as an
+    // unaligned checkpoint stores them) and go out first after a recovery.
+    auto* backlog = dynamic_cast<backlog_source*>(built_.output_);
+    const bool may_switch = mode == ss::checkpoint_mode::aligned_timeout && wiring_.alignment_timeout.count() > 0 &&
+                            wiring_.partition != nullptr && backlog != nullptr;
+    if (may_switch) {
+      ops.push_back({backlog_index, backlog->backlog_state()});
+    } else if (built_.output_->backlogged()) {
       io::result<void> drained = co_await built_.output_->drain();
       if (!drained) co_return drained;
     }
@@ -454,12 +462,28 @@ rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::check
       if (!sink) co_return std::move(sink).error();
       ops.push_back({sink_index, std::move(sink).value()});
     }
-    io::result<void> fwd = co_await forward_event({bf::gate_event::type::barrier, id}, false, nullptr);
+    std::optional<bf::buffer_view> barrier;
+    io::result<void> fwd = co_await forward_event({bf::gate_event::type::barrier, id}, false, nullptr,
+                                                  may_switch ? &barrier : nullptr);
     if (!fwd) co_return fwd;
-    io::result<void> started = writer_.start_aligned(id, dir, std::move(ops));
-    if (!started) {
-      runtime::log::info("task {}: checkpoint {}: {}", wiring_.name, id, started.error().message());
-      co_return io::result<void>();
+    if (barrier && barrier_queued(*barrier)) {
+      // Aligned with a timeout, and the barrier waits behind backpressure: if it is still queued
+      // when the timeout passes, it overtakes the data and this checkpoint stores that data as
+      // output channel state (the consumer then takes the checkpoint unaligned).
+      io::result<void> started = writer_.start(id, dir);
+      if (!started) {
+        runtime::log::info("task {}: checkpoint {}: {}", wiring_.name, id, started.error().message());
+        co_return io::result<void>();
+      }
+      for (ss::operator_snapshot& op : ops) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
+      (void)writer_.finish_input(id);  // the input was aligned: no input channel state
+      watchers_.spawn(switch_after_timeout(id, std::move(*barrier)));
+    } else {
+      io::result<void> started = writer_.start_aligned(id, dir, std::move(ops));
+      if (!started) {
+        runtime::log::info("task {}: checkpoint {}: {}", wiring_.name, id, started.error().message());
+        co_return io::result<void>();
+      }
     }
   } else {
     io::result<void> started = writer_.start(id, dir);
@@ -503,6 +527,37 @@ rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::check
   }
   watchers_.spawn(watch(id));
   co_return io::result<void>();
+}
+
+bool stream_task::barrier_queued(const bf::buffer_view& barrier) const {
+  for (std::size_t sub = 0; sub < wiring_.partition->subpartitions(); ++sub) {
+    if (wiring_.partition->event_queued(barrier, sub)) return true;
+  }
+  return false;
+}
+
+// An aligned-with-timeout barrier still queued in the output when the alignment timeout (counted
+// from when this task sent it) passes becomes a priority event; the data it overtakes is output
+// channel state of the checkpoint. Checked every millisecond until then.
+rt::task<void> stream_task::switch_after_timeout(ss::checkpoint_id id, bf::buffer_view barrier) {
+  const auto deadline = std::chrono::steady_clock::now() + wiring_.alignment_timeout;
+  while (barrier_queued(barrier) && std::chrono::steady_clock::now() < deadline) {
+    const bool slept = co_await rt::sleep_for(std::chrono::milliseconds(1));
+    if (!slept) co_return;  // the task is stopping
+  }
+  bf::result_partition& p = *wiring_.partition;
+  std::uint64_t switched = 0;
+  for (std::size_t sub = 0; sub < p.subpartitions(); ++sub) {
+    std::optional<std::vector<bf::buffer_view>> overtaken = p.promote_event(barrier, sub);
+    if (!overtaken) continue;
+    ++switched;
+    if (!overtaken->empty()) (void)writer_.add_output(id, 0, static_cast<std::uint32_t>(sub), std::move(*overtaken));
+  }
+  if (switched > 0) {
+    runtime::log::debug("task {}: checkpoint {}: barrier overtook the output of {} channels after the alignment timeout",
+                        wiring_.name, id, switched);
+  }
+  (void)writer_.finish_output(id);
 }
 
 rt::task<void> stream_task::watch(ss::checkpoint_id id) {

@@ -122,7 +122,10 @@ class stream_task final : public snapshot::checkpoint_participant {
   runtime::task<io::result<void>> snapshot(snapshot::checkpoint_id id, snapshot::checkpoint_mode mode);
   runtime::task<void> watch(snapshot::checkpoint_id id);
   runtime::task<io::result<void>> forward_event(buffers::gate_event event, bool priority,
-                                               std::vector<std::vector<buffers::buffer_view>>* overtaken);
+                                               std::vector<std::vector<buffers::buffer_view>>* overtaken,
+                                               std::optional<buffers::buffer_view>* keep = nullptr);
+  bool barrier_queued(const buffers::buffer_view& barrier) const;
+  runtime::task<void> switch_after_timeout(snapshot::checkpoint_id id, buffers::buffer_view barrier);
   runtime::task<io::result<void>> wait_for_work();
   void process_records();
   template <class F>

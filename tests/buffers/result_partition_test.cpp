@@ -475,7 +475,43 @@ task<void> priority_behind_priority(network_memory* memory) {
   REQUIRE(pool.in_use() == 0);
 }
 
+// An in-band event stuck behind data becomes a priority event (aligned-with-timeout switching to
+// unaligned): it overtakes the data queued before it, not the data after it.
+task<void> promote_in_band(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 8);
+  {
+    result_partition out(pool, {.subpartitions = 1, .flush_timeout = 0ms});
+    for (const char* r : {"a", "b"}) {
+      const bool ok = co_await out.emit(std::string(r), 0);
+      REQUIRE(ok);
+    }
+    buffer_view barrier = co_await make_event(&pool, std::byte{7});
+    buffer_view mine = barrier.share();
+    out.add_event(std::move(barrier), 0);
+    const bool ok_c = co_await out.emit(std::string("c"), 0);
+    REQUIRE(ok_c);
+    REQUIRE(out.event_queued(mine, 0));
+    std::optional<std::vector<buffer_view>> overtaken = out.promote_event(mine, 0);
+    REQUIRE(overtaken);
+    REQUIRE(overtaken->size() == 2);
+    REQUIRE(single_record((*overtaken)[0]) == "a");
+    REQUIRE(single_record((*overtaken)[1]) == "b");
+    REQUIRE_FALSE(out.promote_event(mine, 0));  // a priority event now: nothing to promote
+    auto d = drain<std::string>(out, 0);
+    REQUIRE(d.items == "pddd");
+    REQUIRE(d.records == std::vector<std::string>{"a", "b", "c"});
+    REQUIRE_FALSE(out.event_queued(mine, 0));  // sent
+    overtaken.reset();
+  }
+  REQUIRE(pool.in_use() == 0);
+}
+
 }  // namespace
+
+TEST_CASE("an in-band event promoted to priority overtakes only the data queued before it", "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(promote_in_band(&memory), virtual_time());
+}
 
 TEST_CASE("a priority event overtakes exactly the queued data and returns it, in order, as retained views",
           "[partition]") {

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -156,4 +157,51 @@ TEST_CASE("a blocking map in a source stage is refused with the stage named", "[
       .map_blocking<std::uint64_t>([](const std::uint64_t& n) { return n; })
       .write_lines(dir.file("out"), [](const std::uint64_t& n) { return std::to_string(n); });
   CHECK_THROWS_WITH(run_job(job, quick_settings(dir)), Catch::Contains("'gen'") && Catch::Contains("blocking"));
+}
+
+TEST_CASE("an aligned-timeout barrier stuck behind a full output overtakes it after the timeout", "[dataflow][generate]") {
+  // source -> map -> slow sink (1 ms a record): every buffer between them stays full, so each
+  // source's in-band barrier is still queued when the 2 ms alignment timeout passes.
+  temp_dir dir;
+  job_builder job("switch");
+  const auto key = [](const std::uint64_t& n) { return n; };
+  job.generate<std::uint64_t>("gen", 2, 0, [](std::uint64_t n) { return n; })
+      .key_by<std::uint64_t>(key)
+      .partition("map", 2)
+      .map<std::uint64_t>([](const std::uint64_t& n) { return n + 1; })
+      .key_by<std::uint64_t>(key)
+      .partition("sink", 2)
+      .write_lines(dir.file("out"), [](const std::uint64_t& n) { return std::to_string(n); },
+                   sink_options{std::chrono::microseconds(1000)});
+  job_settings settings = quick_settings(dir);
+  settings.mode = checkpoint_mode::aligned_timeout;
+  settings.alignment_timeout = std::chrono::milliseconds(2);
+  std::stop_source stop;
+  settings.stop = stop.get_token();
+  std::vector<std::uint64_t> channel_state;  // of each completed checkpoint (callbacks run on one executor)
+  settings.on_checkpoint = [&](const sluice::snapshot::checkpoint_stats& c) {
+    if (!c.outcome.completed()) return;
+    channel_state.push_back(c.channel_state_bytes);
+    if (channel_state.size() >= 4) stop.request_stop();
+  };
+  const job_result r = run_job(job, settings);
+  INFO(r.message);
+  REQUIRE(r.exit_code == 130);
+  REQUIRE(channel_state.size() >= 4);
+  // Once the buffers are full (after the first checkpoint or two), the barriers overtook them: the
+  // sources' own state files (tasks 0 and 1) hold output channel state, which only the output-side
+  // switch writes (a source has no input to time out on).
+  CHECK(*std::max_element(channel_state.begin(), channel_state.end()) > 0);
+  long long source_channel_bytes = 0;
+  for (const auto& chk : std::filesystem::directory_iterator(dir.file("checkpoints"))) {
+    std::ifstream manifest(chk.path() / "_manifest");
+    std::string word;
+    while (manifest >> word) {
+      if (word != "file") continue;
+      std::string name, size, crc, op, ch;
+      manifest >> name >> size >> crc >> op >> ch;
+      if (name == "task-0.state" || name == "task-1.state") source_channel_bytes += std::stoll(ch);
+    }
+  }
+  CHECK(source_channel_bytes > 0);
 }

@@ -195,3 +195,13 @@ TEST_CASE("under backpressure from a slow sink, unaligned checkpoints complete w
   }
   CHECK(most > 0);
 }
+
+TEST_CASE("an aligned-timeout join under backpressure publishes exactly the nested-loop join", "[dataflow][join]") {
+  temp_dir dir;
+  write_join_file(dir.file("left.csv"), 1500, 5, 3000, 3, "L");
+  write_join_file(dir.file("right.csv"), 1500, 5, 3000, 4, "R");
+  const job_result r = run_join(dir, checkpoint_mode::aligned_timeout, "local", 100, std::chrono::microseconds(100));
+  INFO(r.message);
+  REQUIRE(r.exit_code == 0);
+  CHECK(published_lines(dir.file("out")) == nested_loop_join(dir.file("left.csv"), dir.file("right.csv"), 100));
+}

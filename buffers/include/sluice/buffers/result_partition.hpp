@@ -154,6 +154,13 @@ class result_partition {
   // Puts `event` ahead of the queued data of `subpartition` and returns views of the overtaken data
   // buffers, oldest first (the partially filled buffer is flushed first, so it is among them).
   std::vector<buffer_view> add_priority_event(buffer_view event, std::size_t subpartition);
+  // Whether the event whose buffer `event` views is still queued (not yet sent) on `subpartition`.
+  bool event_queued(const buffer_view& event, std::size_t subpartition) const;
+  // Makes that queued in-band event a priority one: it moves ahead of the data queued before it
+  // (behind earlier priority events) and the views of the data buffers it overtook come back,
+  // oldest first, as add_priority_event's do. nullopt when it is not queued there any more. This is
+  // how an aligned-with-timeout barrier stuck behind backpressure switches to unaligned.
+  std::optional<std::vector<buffer_view>> promote_event(const buffer_view& event, std::size_t subpartition);
   // `wake` is set whenever a priority event is queued on `subpartition` (nullptr: none). A sender
   // waiting for credit for the data at the head uses it: a priority event needs no credit.
   void set_priority_wake(std::size_t subpartition, runtime::event* wake);
@@ -187,9 +194,9 @@ class result_partition {
   std::size_t subpartitions() const noexcept { return options_.subpartitions; }
   const partition_options& options() const noexcept { return options_; }
   local_buffer_pool& pool() const noexcept { return *pool_; }
-  // Where priority events (unaligned barriers, cancellation markers) get their buffer: a pool of
-  // their own, so that one never waits for a data buffer of a backpressured partition. Without
-  // one set, pool().
+  // Where priority events (unaligned barriers, cancellation markers; a task also takes its in-band
+  // barriers here) get their buffer: a pool of their own, so that one never waits for a data buffer
+  // of a backpressured partition. Without one set, pool().
   void set_priority_event_pool(local_buffer_pool& pool) noexcept { priority_pool_ = &pool; }
   local_buffer_pool& priority_event_pool() const noexcept { return priority_pool_ ? *priority_pool_ : *pool_; }
   // Records dropped because their subpartition had been released.
