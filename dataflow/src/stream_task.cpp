@@ -259,7 +259,12 @@ rt::task<io::result<void>> stream_task::step_output() {
     if (item) co_return co_await handle_item(std::move(*item));
     co_return io::result<void>();
   }
-  if (gate != nullptr) {
+  // An alignment in progress still times out while the output is full (aligned-timeout).
+  const std::optional<std::chrono::steady_clock::time_point> deadline = handler_ ? handler_->deadline() : std::nullopt;
+  if (gate != nullptr && deadline) {
+    auto r = co_await rt::when_any(wait_output(&out), wait_priority(gate), wait_event(&wake_), sleep_until(*deadline));
+    if (r.index == 3) co_return co_await perform(handler_->on_timer());
+  } else if (gate != nullptr) {
     auto r = co_await rt::when_any(wait_output(&out), wait_priority(gate), wait_event(&wake_));
     (void)r;
   } else {
