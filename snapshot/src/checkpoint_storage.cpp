@@ -4,9 +4,8 @@
 #include <sluice/io/file.hpp>
 #include <sluice/io/fs.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/when_all.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
-
-#include <sluice/io/fs.hpp>
 
 #include <fmt/format.h>
 
@@ -77,23 +76,39 @@ runtime::task<io::result<state_file_summary>> check_file(std::string path, std::
   co_return summary;
 }
 
-// Writes `text` to a new `path` and makes its bytes durable: open, write, fsync, close.
-runtime::task<io::result<void>> write_durably(std::string path, std::string text) {
-  auto opened = co_await io::file::open(path, io::open_options::create_or_truncate());
-  if (!opened) co_return std::move(opened).error();
-  io::file f = std::move(opened).value();
+// Closes `f` after a failed step; the step's error is the one to report.
+runtime::task<void> close_quietly(io::file* f) {
+  auto closed = co_await f->close();
+  (void)closed;
+}
+
+// Writes `text` into `f` (open for writing, empty) at offset 0, makes its bytes durable (fdatasync
+// with `data_only`, else fsync) and closes it.
+runtime::task<io::result<void>> write_durably(io::file f, std::string text, bool data_only) {
   auto written = co_await f.write_all(std::as_bytes(std::span<const char>(text.data(), text.size())), 0);
   if (!written) {
-    auto closed = co_await f.close();
-    (void)closed;  // the write's error is the one to report
+    co_await close_quietly(&f);
     co_return written;
   }
-  auto synced = co_await f.fsync();
+  io::result<void> synced = io::success();
+  if (data_only) {
+    synced = co_await f.fdatasync();
+  } else {
+    synced = co_await f.fsync();
+  }
   if (!synced) {
-    auto closed = co_await f.close();
-    (void)closed;
+    co_await close_quietly(&f);
     co_return synced;
   }
+  co_return co_await f.close();
+}
+
+// Creates `path` empty if it does not exist, never truncating it (O_CREAT without O_TRUNC), and
+// closes it: the name exists afterwards, whatever a concurrent writer has put in the file.
+runtime::task<io::result<void>> ensure_exists(std::string path) {
+  auto opened = co_await io::file::open(std::move(path), io::open_options{.read = false, .write = true, .create = true});
+  if (!opened) co_return std::move(opened).error();
+  io::file f = std::move(opened).value();
   co_return co_await f.close();
 }
 
@@ -158,6 +173,36 @@ runtime::task<io::result<manifest_file>> checkpoint_storage::describe_state_file
                           summary->channel_state_bytes};
 }
 
+runtime::task<io::result<void>> checkpoint_storage::prepare_checkpoint(checkpoint_id id, std::vector<task_id> tasks) {
+  assert(id != no_checkpoint);
+  const std::string what = fmt::format("prepare checkpoint {}", id);
+  const std::string dir = checkpoint_dir(id);
+  std::set<std::string> names{std::string(manifest_file_name)};
+  for (const task_id task : tasks) names.insert(state_file_name(task));
+  // 1. Every name, empty unless its writer got there first (never truncated: O_CREAT, no O_TRUNC).
+  for (const auto& name : names) {
+    auto made = co_await ensure_exists(fmt::format("{}/{}", dir, name));
+    if (!made) co_return prefixed(what, made.error());
+  }
+  // 2. Those entries, and the chk-<id> entry in the root, durable. Independent: both at once.
+  auto [dir_synced, root_synced] = co_await runtime::when_all(io::fsync_directory(dir), io::fsync_directory(root_));
+  if (!dir_synced) co_return prefixed(what, dir_synced.error());
+  if (!root_synced) co_return prefixed(what, root_synced.error());
+  durable_names_[id] = std::move(names);
+  co_return io::success();
+}
+
+bool checkpoint_storage::names_durable(const checkpoint_manifest& manifest) const {
+  auto it = durable_names_.find(manifest.checkpoint);
+  if (it == durable_names_.end() || !it->second.contains(std::string(manifest_file_name))) return false;
+  return std::all_of(manifest.files.begin(), manifest.files.end(),
+                     [&](const manifest_file& f) { return it->second.contains(f.name); });
+}
+
+void checkpoint_storage::forget_prepared(checkpoint_id up_to) {
+  durable_names_.erase(durable_names_.begin(), durable_names_.upper_bound(up_to));
+}
+
 runtime::task<io::result<void>> checkpoint_storage::commit_manifest(checkpoint_manifest manifest) {
   const checkpoint_id id = manifest.checkpoint;
   const std::string what = fmt::format("commit checkpoint {}", id);
@@ -178,36 +223,51 @@ runtime::task<io::result<void>> checkpoint_storage::commit_manifest(checkpoint_m
   }
   if (manifest.created_unix_ms == 0) manifest.created_unix_ms = now_unix_ms();
   const std::string dir = checkpoint_dir(id);
-  const std::string temp = fmt::format("{}/{}", dir, manifest_temp_file_name);
-  const std::string final_path = fmt::format("{}/{}", dir, manifest_file_name);
+  const std::string path = fmt::format("{}/{}", dir, manifest_file_name);
+  const bool prepared = names_durable(manifest);
+  forget_prepared(id);  // whatever happens below, this id is decided (and older ones can never commit)
 
-  // 1. The temporary manifest, durable.
-  auto written = co_await write_durably(temp, encode_manifest(manifest));
-  if (!written) {
-    auto removed = co_await io::remove(temp);
-    (void)removed;  // best effort: a stray temp file never makes a checkpoint exist
-    co_return prefixed(what, written.error());
-  }
-  // 2. Atomically in place: from here on the checkpoint exists once the directory is durable.
-  auto renamed = co_await io::rename(temp, final_path);
-  if (!renamed) {
-    auto removed = co_await io::remove(temp);
-    (void)removed;
-    co_return prefixed(what, renamed.error());
-  }
-  // 3. The rename, durable; then the chk-<id> entry in the root.
-  auto dir_synced = co_await io::fsync_directory(dir);
   std::optional<io::error> failed;
-  if (!dir_synced) {
-    failed = dir_synced.error();
+  if (prepared) {
+    // Fast path: every directory entry recovery needs is durable already (prepare_checkpoint), so
+    // only the manifest's bytes remain. `_manifest` exists and must still be empty.
+    auto opened = co_await io::file::open(path, io::open_options{.read = false, .write = true});
+    if (!opened) co_return prefixed(what, opened.error());
+    io::file f = std::move(opened).value();
+    auto size = f.size();
+    if (!size || *size != 0) {
+      co_await close_quietly(&f);
+      // Not ours to remove: someone else wrote it.
+      if (!size) co_return prefixed(what, size.error());
+      co_return io::error(std::make_error_code(std::errc::file_exists),
+                          fmt::format("{}: '{}' already holds {} bytes", what, path, *size));
+    }
+    auto written = co_await write_durably(std::move(f), encode_manifest(manifest), true);
+    if (!written) failed = written.error();
   } else {
-    auto root_synced = co_await io::fsync_directory(root_);
-    if (!root_synced) failed = root_synced.error();
+    // Full path: create the manifest, make its bytes durable, then its entry in chk-<id>/ and the
+    // chk-<id> entry in the root.
+    auto opened = co_await io::file::open(path, io::open_options::create_or_truncate());
+    if (!opened) {
+      co_return prefixed(what, opened.error());
+    }
+    auto written = co_await write_durably(std::move(opened).value(), encode_manifest(manifest), false);
+    if (!written) {
+      failed = written.error();
+    } else {
+      auto dir_synced = co_await io::fsync_directory(dir);
+      if (!dir_synced) {
+        failed = dir_synced.error();
+      } else {
+        auto root_synced = co_await io::fsync_directory(root_);
+        if (!root_synced) failed = root_synced.error();
+      }
+    }
   }
   if (failed) {
-    // Not known durable, so not committed: take the manifest back rather than let a later
-    // recovery find a checkpoint the coordinator was told had failed.
-    auto removed = co_await io::remove(final_path);
+    // Not known durable, so not committed: take the manifest back rather than let a later recovery
+    // find a checkpoint the coordinator was told had failed (a torn one would fail its CRC anyway).
+    auto removed = co_await io::remove(path);
     (void)removed;
     co_return prefixed(what, *failed);
   }
@@ -252,6 +312,12 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::read_manifest
   std::string text;
   if (!size) {
     failed = size.error();
+  } else if (*size == 0) {
+    // Created by prepare_checkpoint and never written: exactly like a missing manifest.
+    failed = with_code(storage_errc::missing_manifest,
+                       fmt::format("checkpoint manifest '{}' is empty (never committed: aborted, or still being "
+                                   "written)",
+                                   path));
   } else if (*size > max_manifest_bytes) {
     failed = with_code(storage_errc::bad_manifest, fmt::format("{}: {} bytes, above the limit {}", manifest_label,
                                                                *size, max_manifest_bytes));

@@ -257,6 +257,8 @@ runtime::task<void> coordinator::run_checkpoint(checkpoint_id id) {
     failure = "unknown exception";
   }
   pending_checkpoint& p = pending_.at(id);
+  // Nothing may still be creating files in chk-<id>/ once it ends (retention may remove it).
+  if (p.prepared && !p.prepared->done.is_set()) co_await await_prepared(p.prepared);
   if (!failure.empty() && !p.committed && !p.verdict) {
     p.verdict = checkpoint_outcome::aborted(abort_reason::coordinator,
                                             fmt::format("checkpoint {} failed in the coordinator: {}", id, failure));
@@ -269,6 +271,13 @@ runtime::task<void> coordinator::drive(checkpoint_id id) {
   auto made = co_await storage_->create_checkpoint_dir(id);
   if (!made) request_abort(p, abort_reason::io_error, fmt::format("checkpoint {}: {}", id, made.error().message()));
   if (p.verdict) co_return;
+
+  // Off the critical path: the directory entries the commit needs, made durable while the tasks
+  // snapshot. The commit waits for this.
+  std::vector<task_id> task_ids;
+  for (const auto& entry : p.tasks) task_ids.push_back(entry.first);
+  p.prepared = std::make_shared<preparation>();
+  scope_.spawn(prepare(storage_, id, std::move(task_ids), p.prepared));
 
   p.at = stage::triggered;
   const trigger_options trigger{options_.alignment_timeout};
@@ -307,6 +316,11 @@ runtime::task<void> coordinator::drive(checkpoint_id id) {
     request_abort(p, abort_reason::subsumed, fmt::format("checkpoint {} completed first", last_completed_id_));
   }
   if (p.verdict) co_return;
+  if (!p.prepared->done.is_set()) co_await await_prepared(p.prepared);
+  if (p.prepared->failure) {
+    request_abort(p, abort_reason::io_error, fmt::format("checkpoint {}: {}", id, p.prepared->failure->message()));
+  }
+  if (p.verdict) co_return;
   p.at = stage::committing;
   // The commit runs to its end even under stop(): a half-done commit is undone by storage anyway,
   // and the outcome must match what is on disk.
@@ -317,6 +331,20 @@ runtime::task<void> coordinator::drive(checkpoint_id id) {
     p.at = stage::triggered;
     request_abort(p, abort_reason::io_error,
                   fmt::format("checkpoint {}: commit failed: {}", id, committed.error().message()));
+  }
+}
+
+runtime::task<void> coordinator::prepare(checkpoint_storage* storage, checkpoint_id id, std::vector<task_id> tasks,
+                                         std::shared_ptr<preparation> into) {
+  auto prepared = co_await runtime::with_stop_token(storage->prepare_checkpoint(id, std::move(tasks)), std::stop_token{});
+  if (!prepared) into->failure = std::move(prepared).error();
+  into->done.set();
+}
+
+runtime::task<void> coordinator::await_prepared(std::shared_ptr<preparation> p) {
+  while (!p->done.is_set()) {
+    const bool woken = co_await runtime::with_stop_token(wait_event(&p->done), std::stop_token{});
+    (void)woken;
   }
 }
 

@@ -2,7 +2,8 @@
 // removed.
 //
 // A pass lists <root> once (blocking readdir), then reads the manifest of every directory (small
-// text files, io_uring reads). "Committed" means the manifest decodes: a pass does
+// text files, io_uring reads). "Committed" means the manifest decodes (an empty `_manifest`, made by
+// prepare_checkpoint and never written, is uncommitted like a missing one): a pass does
 // not re-read the data files (that is recovery's job), so it stays cheap enough to run after every
 // checkpoint. Decisions:
 //   - committed, newest K: kept;            - committed, older: removed;
@@ -99,6 +100,7 @@ runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoin
     if (auto it = committed.find(id); it != committed.end()) manifest = std::move(it->second);
     auto removed = co_await remove_checkpoint_dir(id, std::move(manifest));
     if (removed) {
+      durable_names_.erase(id);
       report.removed.push_back(id);
     } else {
       runtime::log::warn("retention: could not remove chk-{}: {}", id, removed.error().message());

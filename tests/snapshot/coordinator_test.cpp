@@ -33,8 +33,13 @@ using sluice::test::virtual_time;
 
 namespace {
 
+// A committed manifest: the coordinator creates `_manifest` empty at the trigger (prepare_checkpoint),
+// and an empty one means "never committed".
 bool has_manifest(checkpoint_storage& storage, checkpoint_id id) {
-  return std::filesystem::exists(storage.checkpoint_dir(id) + "/_manifest");
+  const std::string path = storage.checkpoint_dir(id) + "/_manifest";
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  return !ec && size > 0;
 }
 
 reply silent_for(checkpoint_id id, checkpoint_id which) {

@@ -5,20 +5,36 @@
 // Layout: <root>/chk-<id>/ holds one state file per task (`task-<t>.state`, state_file.hpp) and
 // `_manifest` (manifest.hpp), which lists every file with its size and CRC32C.
 //
-// Commit protocol (DESIGN.md invariant 7): a checkpoint exists only once its manifest is durable.
-//   1. create_checkpoint_dir(id): mkdir <root>/chk-<id> (an io_uring op).
-//   2. The channel-state writer writes and fsyncs every task's state file.
-//   3. commit_manifest(m): write _manifest.tmp, fsync it, close it, rename it to _manifest, fsync
-//      chk-<id>/ (the rename), fsync <root>/ (the chk-<id> entry itself). On any failure the
-//      temporary or renamed manifest is removed (best effort) and the error names the step and file.
+// Commit protocol (DESIGN.md invariant 7): a checkpoint exists only once its manifest is durable,
+// and the commit reports success only once everything recovery needs is durable: each state file's
+// bytes and directory entry, the manifest's bytes and directory entry, and chk-<id> in the root.
+//   1. create_checkpoint_dir(id): mkdir <root>/chk-<id> (an io_uring op), at the trigger.
+//   2. prepare_checkpoint(id, tasks), off the critical path, concurrently with the tasks' snapshots:
+//      create every task's `task-<t>.state` and `_manifest` empty with O_CREAT and WITHOUT O_TRUNC
+//      (so it never truncates what a task's writer already wrote; the writer opens with O_TRUNC,
+//      which empties only the empty file), then fsync chk-<id>/ and <root>/ (concurrently). From
+//      then on those names are durable; what is in the files is not yet.
+//   3. The channel-state writer writes and fsyncs every task's state file (its bytes).
+//   4. commit_manifest(m): when prepare_checkpoint succeeded for every name `m` lists, write the
+//      manifest bytes in place into the existing, still empty `_manifest` and fdatasync it: the
+//      commit point. No temp file and rename: the manifest is sealed by a CRC32C, so a torn or
+//      partial one fails validation and is skipped with its reason. Otherwise (not prepared, e.g.
+//      a caller that skipped step 2) the full protocol: create `_manifest`, write, fsync, close,
+//      fsync chk-<id>/, fsync <root>/. On any failure `_manifest` is removed (best effort) and the
+//      error names the step and the file.
 //      commit_verified() first builds each file's entry by reading it back and validating it end to
 //      end (describe_state_file), so a commit never vouches for bytes it has not checked.
+//   Critical path with step 2: the state file's fsync, then the manifest's fdatasync.
+//   An EMPTY `_manifest` (step 2 ran, step 4 never did) means "never committed", exactly like a
+//   missing one (storage_errc::missing_manifest), for recovery, retention and reports alike; a
+//   non-empty one that does not validate is bad_manifest with its reason.
 //
 // Recovery reads back: validate(id) checks the manifest (checksum, syntax, id) and every listed file
 // end to end (state file parse, size, CRC32C, byte totals). newest_valid() returns the newest valid
 // checkpoint and logs why each newer one was skipped. load(id) returns the task states themselves.
 //
-// Retention keeps the newest K committed checkpoints (a manifest that decodes), removes older ones
+// Retention keeps the newest K committed checkpoints (a manifest that decodes; an empty one does
+// not), removes older ones
 // and every uncommitted directory older than the newest committed one, and never touches the
 // in-progress id. A removal unlinks `_manifest` first (so a half-removed checkpoint is never taken
 // for a committed one), then the other files, then rmdirs.
@@ -41,6 +57,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -100,11 +117,20 @@ class checkpoint_storage {
   // mkdir <root>/chk-<id>, making <root> first if it is missing. Fails if the directory exists.
   runtime::task<io::result<void>> create_checkpoint_dir(checkpoint_id id);
 
+  // Step 2 of the commit protocol (see the top of this file): makes the names `_manifest` and
+  // task-<t>.state for each of `tasks` exist in chk-<id>/ (created empty if missing, never
+  // truncated) and durable, with the chk-<id> entry in the root. On success a later
+  // commit_manifest of `id` that lists only these files takes the fast path. Errors are prefixed
+  // "prepare checkpoint <id>: ".
+  runtime::task<io::result<void>> prepare_checkpoint(checkpoint_id id, std::vector<task_id> tasks);
+
   // Reads chk-<id>/task-<t>.state back, validates it end to end, and returns its manifest entry.
   runtime::task<io::result<manifest_file>> describe_state_file(checkpoint_id id, task_id task);
 
   // The commit protocol (see the top of this file) for a manifest whose entries the caller vouches
-  // for. created_unix_ms == 0 is replaced with the current time.
+  // for: the fast path after a successful prepare_checkpoint, else the full one. Either way it
+  // succeeds only once every name and byte recovery needs is durable. created_unix_ms == 0 is
+  // replaced with the current time.
   runtime::task<io::result<void>> commit_manifest(checkpoint_manifest manifest);
   // Describes every task's file (read back and validated), then commits. Returns the manifest.
   runtime::task<io::result<checkpoint_manifest>> commit_verified(checkpoint_id id, checkpoint_mode mode,
@@ -131,10 +157,16 @@ class checkpoint_storage {
                                                        checkpoint_info* info);
   runtime::task<io::result<void>> remove_checkpoint_dir(checkpoint_id id, std::optional<checkpoint_manifest> manifest);
   io::result<std::vector<checkpoint_id>> list_ids() const;  // blocking readdir, ascending
+  // Whether prepare_checkpoint made `_manifest` and every file `manifest` lists durable.
+  bool names_durable(const checkpoint_manifest& manifest) const;
+  void forget_prepared(checkpoint_id up_to);  // drops what prepare_checkpoint recorded for ids <= up_to
   std::string label(checkpoint_id id, std::string_view name) const;  // "chk-<id>/<name>"
 
   std::string root_;
   storage_options options_;
+  // Per prepared checkpoint: the names prepare_checkpoint made durable in chk-<id>/ (and chk-<id>
+  // itself in the root). Entries end at the commit of that id or a newer one, or at its removal.
+  std::map<checkpoint_id, std::set<std::string>> durable_names_;
 };
 
 }  // namespace sluice::snapshot

@@ -4,12 +4,18 @@
 //
 // Lifecycle of checkpoint N (ids strictly increase, never reused; see recovery_plan.hpp):
 //   1. trigger (every `interval`, at least `min_pause` after the previous checkpoint ended, at most
-//      `max_concurrent` in flight; or trigger_now()): mkdir chk-N/, then post trigger(N) to sources.
+//      `max_concurrent` in flight; or trigger_now()): mkdir chk-N/, start preparing it (below), then
+//      post trigger(N) to sources. Preparing (checkpoint_storage::prepare_checkpoint) runs
+//      concurrently with the tasks' snapshots, never delaying the trigger: it creates `_manifest`
+//      and every task's state file name empty (never truncating) and fsyncs chk-N/ and the root,
+//      so the commit needs only the manifest's own bytes durable.
 //   2. wait until every task registered at the trigger acknowledged N (its state file is durable).
 //      A decline, `checkpoint_timeout` (expired), a task joining or leaving (coordinator), a newer
 //      checkpoint completing (subsumed) or stop() (cancelled) aborts N instead.
-//   3. commit: describe each task's file (read back and validated end to end, or the writer's
-//      description with verify_state_files = false) and commit the manifest: the commit point.
+//   3. commit: wait for the preparation (its failure aborts N with io_error), describe each task's
+//      file (read back and validated end to end, or the writer's description with
+//      verify_state_files = false) and commit the manifest (written in place, fdatasync): the
+//      commit point.
 //      Commits run one at a time, in completion order; once a commit has started, only its own
 //      failure (io_error) can abort N.
 //   4. post complete(N) to every task of N (sinks commit staged output), abort older pending
@@ -40,6 +46,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -132,6 +139,10 @@ class coordinator {
     runtime::executor* executor = nullptr;
     bool source = false;
   };
+  struct preparation {  // prepare_checkpoint's result; shared with the coroutine that runs it
+    runtime::event done;
+    std::optional<io::error> failure;
+  };
   struct outcome_slot {  // where trigger_now waits; lives in its frame
     runtime::event done;
     checkpoint_outcome outcome;
@@ -150,6 +161,7 @@ class coordinator {
     bool committed = false;                     // the manifest is durable
     bool holds_commit_slot = false;
     outcome_slot* waiter = nullptr;
+    std::shared_ptr<preparation> prepared;  // set once chk-N/ exists; done before finish()
   };
 
   void on_added(task_id task, participant_entry entry);
@@ -164,6 +176,11 @@ class coordinator {
   checkpoint_id begin_checkpoint(checkpoint_mode mode, outcome_slot* waiter);
   runtime::task<void> run_checkpoint(checkpoint_id id);
   runtime::task<void> drive(checkpoint_id id);
+  // Runs prepare_checkpoint to its end (not cancelled by stop()) and records its result.
+  static runtime::task<void> prepare(checkpoint_storage* storage, checkpoint_id id, std::vector<task_id> tasks,
+                                     std::shared_ptr<preparation> into);
+  // Waits, not cancellable, until `p` is done.
+  static runtime::task<void> await_prepared(std::shared_ptr<preparation> p);
   runtime::task<io::result<void>> commit(checkpoint_id id);
   runtime::task<void> finish(checkpoint_id id);
   void record(const pending_checkpoint& p, const checkpoint_outcome& outcome);
