@@ -59,7 +59,10 @@ std::vector<std::uint64_t> committed_checkpoints(const std::string& root) {
     const char* last = name.data() + name.size();
     const auto [stop, fault] = std::from_chars(name.data() + 4, last, id);
     if (fault != std::errc() || stop != last) continue;  // chk-7.tmp and the like
-    if (fs::exists(it->path() / "_manifest", ec)) ids.push_back(id);
+    // (an empty _manifest is prepared but never committed)
+    std::error_code size_ec;
+    const fs::path manifest = it->path() / "_manifest";
+    if (fs::exists(manifest, size_ec) && fs::file_size(manifest, size_ec) > 0 && !size_ec) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
   return ids;

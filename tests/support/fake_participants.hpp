@@ -97,7 +97,7 @@ class fake_task final : public snapshot::checkpoint_participant {
   std::vector<snapshot::checkpoint_mode> trigger_modes;
   std::vector<snapshot::checkpoint_id> barriers;
   std::vector<snapshot::checkpoint_id> completed;
-  std::vector<bool> manifest_at_complete;  // chk-N/_manifest existed when complete(N) arrived
+  std::vector<bool> manifest_at_complete;  // chk-N/_manifest was written when complete(N) arrived
   std::vector<abort_note> aborted;
   bool wrong_thread = false;  // a call arrived off the task's executor
 
@@ -172,7 +172,10 @@ void fake_task::trigger_checkpoint(snapshot::checkpoint_id id, snapshot::checkpo
 void fake_task::notify_checkpoint_complete(snapshot::checkpoint_id id) {
   check_home();
   completed.push_back(id);
-  manifest_at_complete.push_back(std::filesystem::exists(job_->storage().checkpoint_dir(id) + "/_manifest"));
+  // Committed means written: a prepared checkpoint's _manifest exists from the start, empty.
+  const std::string manifest = job_->storage().checkpoint_dir(id) + "/_manifest";
+  std::error_code ec;
+  manifest_at_complete.push_back(std::filesystem::exists(manifest, ec) && std::filesystem::file_size(manifest, ec) > 0 && !ec);
 }
 
 void fake_task::on_barrier(snapshot::checkpoint_id id) {
