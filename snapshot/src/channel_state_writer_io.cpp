@@ -1,22 +1,27 @@
-// The channel-state writer's pump: the one coroutine that does the writer's I/O, one operation at
-// a time, in this order:
+// The channel-state writer's pump: the one coroutine that does the writer's I/O, one step at a
+// time (the record writes of a step are in flight together), in this order:
 //   1. close the file of a retiring (aborted) checkpoint, if any;
 //   2. open the ongoing checkpoint's file and write its header;
-//   3. write its queued records in order: record header, then payload straight from the view;
+//   3. write its queued records, up to 16 at once (each at its own offset): record header, then
+//      payload straight from the view;
 //   4. once both directions are finished and the queue is empty: `end` record, fsync, close, and
 //      the checkpoint completes.
 // After every operation it checks whether the checkpoint was aborted meanwhile; if so it issues
-// nothing more for it (scenario 3) and only closes the file. It runs while there is work and ends;
-// kick() starts it again. Because I/O is sequential, at most one checkpoint has I/O at any time.
+// nothing more for it (scenario 3: a batch's writes already in flight complete, none follows them)
+// and only closes the file. It runs while there is work and ends;
+// kick() starts it again. Because steps are sequential, at most one checkpoint has I/O at any time.
 
 #include "channel_state_job.hpp"
 
 #include <sluice/buffers/crc32c.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/when_all.hpp>
 
 #include <cassert>
 #include <cstring>
 #include <exception>
+#include <optional>
+#include <vector>
 
 namespace sluice::snapshot {
 
@@ -68,20 +73,40 @@ runtime::task<void> channel_state_writer::advance(checkpoint_job* job) {
   if (!written) fail(*job, written.error());
 }
 
+// Up to write_batch queued records at once, all in flight together: one write after another cost a
+// device round trip each, and a checkpoint with megabytes of channel state took milliseconds more.
+// Each record is its header, then its payload straight from the view; a record whose checkpoint was
+// aborted meanwhile gets no payload write.
 runtime::task<void> channel_state_writer::write_next(checkpoint_job* job) {
-  // Taken off the queue: from here on `record` owns the view, released when this frame ends,
-  // i.e. after its write has completed (or failed, or been cancelled).
-  pending_write record = std::move(job->queue.front());
-  job->queue.pop_front();
-  auto head = co_await job->file.write_all(record.header, record.offset_bytes);
+  constexpr std::size_t write_batch = 16;
+  // Taken off the queue: from here on `batch` owns the views, released when this frame ends, i.e.
+  // after their writes have completed (or failed, or been cancelled).
+  std::vector<pending_write> batch;
+  while (!job->queue.empty() && batch.size() < write_batch) {
+    batch.push_back(std::move(job->queue.front()));
+    job->queue.pop_front();
+  }
+  std::optional<io::error> failed;
+  std::vector<runtime::task<void>> writes;
+  writes.reserve(batch.size());
+  for (pending_write& record : batch) writes.push_back(write_record(job, &record, &failed));
+  co_await runtime::when_all(std::move(writes));
   if (job->aborted) co_return;
-  if (!head) {
-    fail(*job, head.error());
+  if (failed) fail(*job, *failed);
+}
+
+// Each record's buffer goes back as soon as its own writes are done (not when the whole batch is).
+runtime::task<void> channel_state_writer::write_record(checkpoint_job* job, pending_write* record,
+                                                       std::optional<io::error>* failed) {
+  auto head = co_await job->file.write_all(record->header, record->offset_bytes);
+  if (job->aborted || !head) {
+    if (!head && !job->aborted && !*failed) *failed = head.error();
+    record->view.reset();
     co_return;
   }
-  auto body = co_await job->file.write_all(record.payload(), record.offset_bytes + state_record_header_bytes);
-  if (job->aborted) co_return;
-  if (!body) fail(*job, body.error());
+  auto body = co_await job->file.write_all(record->payload(), record->offset_bytes + state_record_header_bytes);
+  if (!body && !*failed) *failed = body.error();
+  record->view.reset();
 }
 
 runtime::task<void> channel_state_writer::finalize(checkpoint_job* job) {

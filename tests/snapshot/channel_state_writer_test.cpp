@@ -172,6 +172,15 @@ TEST_CASE("scenario 2: abort between start and the snapshot: the snapshot and th
 
 namespace {
 
+// The writes in flight, oldest first (the writer issues a batch of record writes at once).
+std::vector<runtime::io_op*> pending_writes(const test_backend& backend) {
+  std::vector<runtime::io_op*> out;
+  for (runtime::io_op* op : backend.pending()) {
+    if (op->code == op_code::write) out.push_back(op);
+  }
+  return out;
+}
+
 task<void> abort_after_result_taken(std::string chk, test_backend* backend) {
   network_memory memory(16 * segment_bytes, segment_bytes, 1);
   local_buffer_pool pool(memory.pool(0), 1, 16);
@@ -186,25 +195,25 @@ task<void> abort_after_result_taken(std::string chk, test_backend* backend) {
   runtime::scope waiters;
   waiters.spawn(wait_result(&writer, 4, &waited));  // the result is taken before the abort
 
-  // Open, file header, then the first record's header goes in flight.
+  // Open, file header, then the three records' headers go in flight together (one batch).
   for (int i = 0; i < 2; ++i) {
     co_await test::turns(3);
     backend->perform(*test::oldest_op(*backend));
   }
   co_await test::turns(3);
-  runtime::io_op* in_flight = test::pending_op(*backend, op_code::write);
-  REQUIRE(in_flight != nullptr);
-  REQUIRE(in_flight->len == state_record_header_bytes);
+  const std::vector<runtime::io_op*> in_flight = pending_writes(*backend);
+  REQUIRE(in_flight.size() == 3);
+  for (runtime::io_op* op : in_flight) REQUIRE(op->len == state_record_header_bytes);
   const auto writes_at_abort = backend->submitted(op_code::write);
 
   writer.abort(4, abort_reason::expired, {});
-  CHECK(pool.recycled() == 2);  // the two queued records; the in-flight one waits for its write
+  CHECK(pool.recycled() == 0);  // all three are in flight: each waits for its write
   co_await test::turns(2);
-  CHECK(pool.recycled() == 2);
-  backend->perform(*in_flight);
+  CHECK(pool.recycled() == 0);
+  for (runtime::io_op* op : in_flight) backend->perform(*op);
   co_await test::run_io(backend);
   CHECK(pool.recycled() == 3);
-  CHECK(backend->submitted(op_code::write) == writes_at_abort);  // no write issued after the abort
+  CHECK(backend->submitted(op_code::write) == writes_at_abort);  // no write issued after the abort (no payloads)
   CHECK(backend->submitted(op_code::fsync) == 0);
 
   co_await waiters.join();
@@ -266,18 +275,34 @@ task<void> start_while_open(std::string chk4, std::string chk5, test_backend* ba
   REQUIRE(writer.start(4, chk4).ok());
   REQUIRE(writer.add_input(4, 0, 0, captured_n(pool, 4, 1)).ok());
   REQUIRE(writer.add_output(4, 0, 0, captured_n(pool, 2, 20)).ok());
-  for (int i = 0; i < 3; ++i) {  // open, file header, first record header
+  for (int i = 0; i < 2; ++i) {  // open, file header
     co_await test::turns(3);
     backend->perform(*test::oldest_op(*backend));
   }
   co_await test::turns(3);
-  runtime::io_op* payload_write = test::pending_op(*backend, op_code::write);
-  REQUIRE(payload_write != nullptr);
-  REQUIRE(payload_write->len == 100);  // the first buffer's payload is in flight
+  // The six records' headers are in flight (one batch); the first one completes, and its payload
+  // goes in flight.
+  REQUIRE(pending_writes(*backend).size() == 6);
+  backend->perform(*test::pending_op(*backend, op_code::write));
+  co_await test::turns(3);
+  runtime::io_op* payload_write = nullptr;
+  std::vector<runtime::io_op*> headers;
+  for (runtime::io_op* op : pending_writes(*backend)) {
+    if (op->len == 100) {
+      payload_write = op;
+    } else {
+      headers.push_back(op);
+    }
+  }
+  REQUIRE(payload_write != nullptr);  // the first buffer's payload is in flight
+  REQUIRE(headers.size() == 5);
 
   REQUIRE(writer.start(5, chk5).ok());  // 4 is subsumed
   CHECK(writer.ongoing() == 5);
-  CHECK(pool.recycled() == 5);  // every queued buffer of 4 at once ...
+  CHECK(pool.recycled() == 0);  // the whole batch of 4 is in flight ...
+  for (runtime::io_op* op : headers) backend->perform(*op);  // (their payloads are never written)
+  co_await test::turns(3);
+  CHECK(pool.recycled() == 5);  // ... each buffer once its write is done
   const auto four = writer.try_result(4);
   REQUIRE(four.has_value());
   CHECK(four->reason == abort_reason::subsumed);
@@ -288,7 +313,7 @@ task<void> start_while_open(std::string chk4, std::string chk5, test_backend* ba
   REQUIRE(writer.finish_output(5).ok());
   backend->perform(*payload_write);
   co_await test::turns(3);
-  CHECK(pool.recycled() == 6);  // ... and the in-flight one once its write is done
+  CHECK(pool.recycled() == 6);  // ... and the last one once its payload write is done
   co_await test::run_io(backend);
   const checkpoint_outcome five = co_await writer.result(5);
   CHECK(five.completed());

@@ -186,6 +186,8 @@ class channel_state_writer {
   runtime::task<void> pump();
   runtime::task<void> advance(checkpoint_job* job);
   runtime::task<void> write_next(checkpoint_job* job);
+  static runtime::task<void> write_record(checkpoint_job* job, pending_write* record,
+                                          std::optional<io::error>* failed);
   runtime::task<void> finalize(checkpoint_job* job);
   runtime::task<void> retire();
   void fail(checkpoint_job& job, const io::error& error);
