@@ -182,7 +182,8 @@ class channel_state_writer {
   void wake_decided();
   void kick();
 
-  // The pump (channel_state_writer_io.cpp): runs while there is I/O to do, one operation at a time.
+  // The pump (channel_state_writer_io.cpp): runs while there is I/O to do, one step at a time (a step
+  // may be a batch of record writes in flight together).
   runtime::task<void> pump();
   runtime::task<void> advance(checkpoint_job* job);
   runtime::task<void> write_next(checkpoint_job* job);
