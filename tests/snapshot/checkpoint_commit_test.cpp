@@ -392,36 +392,38 @@ void check_not_completed(const fault_run& run, const std::string& detail_start) 
 
 }  // namespace
 
-TEST_CASE("coordinator: a directory fsync failing in prepare aborts the checkpoint (io_error); recovery skips it") {
+namespace {
+// Runs the coordinator with one fault injected on checkpoint 2's I/O and checks that checkpoint 2
+// is not completed (its abort names `expected`) and recovery skips it.
+template <class Fault>
+void run_with_injected_fault(Fault make_fault, const std::string& expected) {
   temp_dir dir;
   test_backend* backend = nullptr;
   auto options = sluice::test::test_backend_options(backend);
-  const std::string chk2 = (std::filesystem::path(dir.file("checkpoints")) / "chk-2").string();
-  // The fake tasks write without the ring: the ring's only fsyncs are prepare's directory fsyncs.
-  backend->add_fault(fail_after_open(chk2, op_code::fsync, -EIO));
+  backend->add_fault(make_fault(dir));
   fault_run run;
   sluice::runtime::sync_wait(run_with_fault(&dir, &run), std::move(options));
-  check_not_completed(run, "checkpoint 2: prepare checkpoint 2: fsync directory '");
+  check_not_completed(run, expected);
+}
+}  // namespace
+
+TEST_CASE("coordinator: a directory fsync failing in prepare aborts the checkpoint (io_error); recovery skips it") {
+  // The fake tasks write without the ring: the ring's only fsyncs are prepare's directory fsyncs.
+  run_with_injected_fault(
+      [](const temp_dir& dir) {
+        return fail_after_open((std::filesystem::path(dir.file("checkpoints")) / "chk-2").string(), op_code::fsync, -EIO);
+      },
+      "checkpoint 2: prepare checkpoint 2: fsync directory '");
 }
 
 TEST_CASE("coordinator: the manifest write failing aborts the checkpoint (io_error); recovery skips it") {
-  temp_dir dir;
-  test_backend* backend = nullptr;
-  auto options = sluice::test::test_backend_options(backend);
-  backend->add_fault(fail_after_open("chk-2/_manifest", op_code::write, -ENOSPC, true));
-  fault_run run;
-  sluice::runtime::sync_wait(run_with_fault(&dir, &run), std::move(options));
-  check_not_completed(run, "checkpoint 2: commit failed: commit checkpoint 2: write '");
+  run_with_injected_fault([](const temp_dir&) { return fail_after_open("chk-2/_manifest", op_code::write, -ENOSPC, true); },
+                          "checkpoint 2: commit failed: commit checkpoint 2: write '");
 }
 
 TEST_CASE("coordinator: the manifest fdatasync failing aborts the checkpoint (io_error); recovery skips it") {
-  temp_dir dir;
-  test_backend* backend = nullptr;
-  auto options = sluice::test::test_backend_options(backend);
-  backend->add_fault(fail_after_open("chk-2/_manifest", op_code::fdatasync, -EIO, true));
-  fault_run run;
-  sluice::runtime::sync_wait(run_with_fault(&dir, &run), std::move(options));
-  check_not_completed(run, "checkpoint 2: commit failed: commit checkpoint 2: fdatasync '");
+  run_with_injected_fault([](const temp_dir&) { return fail_after_open("chk-2/_manifest", op_code::fdatasync, -EIO, true); },
+                          "checkpoint 2: commit failed: commit checkpoint 2: fdatasync '");
 }
 
 TEST_CASE("a verified commit refuses a state file that does not validate, before writing a manifest") {
