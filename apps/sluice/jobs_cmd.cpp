@@ -86,21 +86,34 @@ void add_wordcount_options(CLI::App& command, wordcount_cli& o) {
   add_job_options(command, o.job);
 }
 
-int run_wordcount(const wordcount_cli& o) {
+namespace {
+
+// A sample job: its output directory made, its stages added by build(job), then run. Bad usage
+// (a bad option, an output directory that cannot be made) is exit code 2.
+template <class Build>
+int run_sample(const char* what, const std::string& output, const job_cli_options& o, Build build) {
   try {
     std::error_code made;
-    std::filesystem::create_directories(o.output, made);
+    std::filesystem::create_directories(output, made);
     if (made) {
-      fmt::print(stderr, "sluice wordcount: create output directory '{}': {}\n", o.output, made.message());
+      fmt::print(stderr, "sluice {}: create output directory '{}': {}\n", what, output, made.message());
       return 2;
     }
-    dataflow::job_builder job("wordcount");
-    dataflow::build_wordcount(job, {o.input, o.output, o.job.parallelism, o.window_lines});
-    return run(job, o.job, "wordcount");
+    dataflow::job_builder job(what);
+    build(job);
+    return run(job, o, what);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "sluice wordcount: {}\n", e.what());
+    fmt::print(stderr, "sluice {}: {}\n", what, e.what());
     return 2;
   }
+}
+
+}  // namespace
+
+int run_wordcount(const wordcount_cli& o) {
+  return run_sample("wordcount", o.output, o.job, [&o](dataflow::job_builder& job) {
+    dataflow::build_wordcount(job, {o.input, o.output, o.job.parallelism, o.window_lines});
+  });
 }
 
 void add_join_options(CLI::App& command, join_cli& o) {
@@ -122,21 +135,10 @@ void add_join_options(CLI::App& command, join_cli& o) {
 }
 
 int run_join(const join_cli& o) {
-  try {
-    std::error_code made;
-    std::filesystem::create_directories(o.output, made);
-    if (made) {
-      fmt::print(stderr, "sluice join: create output directory '{}': {}\n", o.output, made.message());
-      return 2;
-    }
-    dataflow::job_builder job("join");
+  return run_sample("join", o.output, o.job, [&o](dataflow::job_builder& job) {
     dataflow::build_join(job, {o.left, o.right, o.output, o.job.parallelism, o.window_ms,
                                std::chrono::microseconds(o.slow_sink_us)});
-    return run(job, o.job, "join");
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "sluice join: {}\n", e.what());
-    return 2;
-  }
+  });
 }
 
 void add_join_input_options(CLI::App& command, join_input_cli& o) {
