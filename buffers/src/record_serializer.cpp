@@ -48,6 +48,12 @@ void record_serializer::serialize_bytes(std::span<const std::byte> record) {
   }
 }
 
+void record_serializer::load_stream_bytes(std::span<const std::byte> bytes) {
+  assert(!has_pending() && "load_stream_bytes() before the previous record was fully copied");
+  scratch_.assign(bytes.begin(), bytes.end());
+  copied_ = 0;
+}
+
 copy_result record_serializer::copy_to(buffer& target) {
   assert(target.valid() && target.kind() == buffer_kind::data);
   assert(has_pending() && "copy_to() with no record serialized");

@@ -76,6 +76,15 @@ runtime::task<bool> result_partition::emit_bytes(std::span<const std::byte> reco
   return emit_pending(subpartition);
 }
 
+runtime::task<bool> result_partition::emit_stream_bytes(std::span<const std::byte> bytes, std::size_t subpartition) {
+  begin_emit(subpartition);
+  if (bytes.empty()) co_return true;
+  serializer_.load_stream_bytes(bytes);
+  emitting_ = true;
+  const bool written = co_await emit_pending(subpartition);
+  co_return written;
+}
+
 runtime::task<bool> result_partition::emit_pending(std::size_t subpartition) {
   fast_budget_ = fast_path_run;
   const bool written = co_await copy_record(subpartition);
@@ -126,8 +135,7 @@ runtime::task<bool> result_partition::copy_record(std::size_t subpartition) {
       s.current.set_kind(buffer_kind::data);
       s.deadline = owner_->now() + options_.flush_timeout;
     }
-    // A record that fits in one buffer never spans two: a buffer boundary is then a record boundary,
-    // so channel state captured as whole buffers holds whole records.
+    // A record that fits in one buffer never spans two (fewer records reassembled by the consumer).
     if (!serializer_.started() && s.current.size() > 0 && serializer_.pending_bytes() > s.current.remaining() &&
         serializer_.pending_bytes() <= s.current.capacity()) {
       enqueue_current(s);
@@ -172,7 +180,7 @@ void result_partition::push(subpartition_state& s, entry e) {
 void result_partition::flush(std::size_t subpartition) {
   check_owner();
   subpartition_state& s = at(subpartition);
-  if (s.current.valid()) enqueue_current(s);
+  if (s.current.valid() && s.current.size() > 0) enqueue_current(s);  // (try_emit may leave an empty one)
 }
 
 void result_partition::flush_all() {
@@ -184,7 +192,7 @@ void result_partition::flush_due() {
   const auto now = owner_->now();
   for (std::size_t i = 0; i < options_.subpartitions; ++i) {
     subpartition_state& s = subs_[i];
-    if (s.current.valid() && now >= s.deadline) enqueue_current(s);
+    if (s.current.valid() && s.current.size() > 0 && now >= s.deadline) enqueue_current(s);
   }
 }
 

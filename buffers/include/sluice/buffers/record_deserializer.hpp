@@ -56,14 +56,24 @@ class record_deserializer {
   bool has_partial_record() const noexcept { return prefix_have_ > 0 || in_record_; }
   std::size_t max_record_bytes() const noexcept { return max_record_bytes_; }
   // The bytes of the current buffer not yet read, as a view (none when they are all read), for an
-  // unaligned checkpoint that snapshots mid-buffer: they are in-flight data. Fails (nullopt with
-  // `spanning` set) while a record that spans buffers is half-read: its first part is no longer
-  // in a buffer.
+  // unaligned checkpoint that snapshots mid-buffer: they are in-flight data. `spanning` is set while
+  // a record that spans buffers is half read (its first part is no longer in a buffer: take it with
+  // partial_record()); the current buffer is then used up.
   struct unconsumed_part {
     std::optional<buffer_view> rest;
     bool spanning = false;
   };
   unconsumed_part unconsumed() const;
+  // The stream bytes of the record being reassembled (its length prefix, or the part of it read so
+  // far, then its bytes read so far); empty when no record is half read. With the bytes that follow
+  // on the channel they make the stream again: what an unaligned checkpoint stores for the channel
+  // (as Flink's getUnconsumedBuffer), and what restore_partial() takes back.
+  std::vector<std::byte> partial_record() const;
+  // Recovery: `bytes` are the start of a record whose rest comes with the next buffers, as
+  // partial_record() gave them (shorter than a whole record). Only with no buffer and no partial
+  // record. Throws record_error for a length prefix above the maximum, std::invalid_argument for
+  // bytes that hold a whole record.
+  void restore_partial(std::span<const std::byte> bytes);
   // Drops the current buffer and any partial record (e.g. the channel was released).
   void clear() noexcept;
 

@@ -58,6 +58,9 @@ class record_serializer {
   }
   // A record whose bytes are already encoded.
   void serialize_bytes(std::span<const std::byte> record);
+  // Bytes of the stream itself (length prefixes included, possibly starting or ending inside a
+  // record): recovered output channel state, re-sent as it was. Copied like a record, unframed.
+  void load_stream_bytes(std::span<const std::byte> bytes);
 
   // Copies the rest of the current record into `target` (a data buffer with room, or full).
   copy_result copy_to(buffer& target);

@@ -8,8 +8,9 @@
 //   buffer is finished: queued on the subpartition, visible to the consumer. The next buffer comes
 //   from `co_await pool.request()`, so an exhausted pool suspends the producer (backpressure); the
 //   pool's maximum bounds the memory (invariant 6). One producer: emits do not overlap (asserted).
-//   A record that fits in one buffer never spans two (the buffer is finished early instead), so
-//   every buffer starts and ends at a record boundary; only records larger than a buffer span.
+//   A record that fits in one buffer never spans two (the buffer is finished early instead); records
+//   larger than a buffer span several, so a buffer may start or end inside a record (and recovered
+//   output, emit_stream_bytes, may start inside one): channel state is a byte stream, not records.
 // - Flushing. A partially filled buffer is queued when its flush deadline passes (flush_timeout
 //   after the first record entered it, on the executor clock), on flush()/flush_all(), or at once
 //   when flush_timeout is 0. emit() enforces the deadline of its own subpartition; `run_flusher()`,
@@ -108,6 +109,10 @@ class result_partition {
     return emit_pending(subpartition);
   }
   runtime::task<bool> emit_bytes(std::span<const std::byte> record, std::size_t subpartition);
+  // Recovery: bytes of the stream itself (recovered output channel state: length prefixes and all,
+  // possibly starting inside a record whose first part the consumer already holds), copied into
+  // the subpartition as they are, before anything new is emitted there.
+  runtime::task<bool> emit_stream_bytes(std::span<const std::byte> bytes, std::size_t subpartition);
   template <codable T>
   runtime::task<bool> emit_forward(const T& record) {
     return emit(record, options_.forward_subpartition);
