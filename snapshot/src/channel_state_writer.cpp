@@ -240,6 +240,49 @@ io::result<void> channel_state_writer::add_output(checkpoint_id id, std::uint16_
 io::result<void> channel_state_writer::add_channel_state(const char* what, record_type type, checkpoint_id id,
                                                          std::uint16_t group, std::uint32_t index,
                                                          std::vector<buffers::buffer_view> data) {
+  io::result<checkpoint_job*> job = channel_state_job(what, type, id, group, index);
+  if (!job) return std::move(job).error();
+  for (const auto& view : data) {
+    if (view.valid() && view.kind() == buffers::buffer_kind::event) {
+      // A part of this channel's state is missing now: the checkpoint cannot complete correctly.
+      auto message = fmt::format("{} for checkpoint {} of task {}: {} channel ({}, {}) was handed an event, not data",
+                                 what, id, task_, type == record_type::input_channel ? "input" : "output", group,
+                                 index);
+      data.clear();
+      abort_ongoing(abort_reason::declined, message);
+      return make_refusal(writer_errc::not_data, std::move(message));
+    }
+  }
+  for (auto& view : data) {
+    if (!view.valid() || view.size() == 0) continue;  // nothing to write; released with `data`
+    for (std::size_t offset = 0; offset < view.size(); offset += max_record_payload_bytes) {
+      const std::size_t length = std::min<std::size_t>(max_record_payload_bytes, view.size() - offset);
+      if (offset == 0 && length == view.size()) {
+        enqueue(*job.value(), type, group, index, std::move(view), {});
+      } else {
+        enqueue(*job.value(), type, group, index, view.slice(offset, length), {});
+      }
+    }
+  }
+  kick();
+  return io::success();
+}
+
+io::result<void> channel_state_writer::add_input_bytes(checkpoint_id id, std::uint16_t gate, std::uint32_t channel,
+                                                       std::vector<std::byte> bytes) {
+  io::result<checkpoint_job*> job = channel_state_job("add_input_bytes", record_type::input_channel, id, gate, channel);
+  if (!job) return std::move(job).error();
+  enqueue_bytes(*job.value(), record_type::input_channel, gate, channel, std::move(bytes));
+  kick();
+  return io::success();
+}
+
+// The ongoing checkpoint, if it takes channel state for this direction now.
+io::result<channel_state_writer::checkpoint_job*> channel_state_writer::channel_state_job(const char* what,
+                                                                                          record_type type,
+                                                                                          checkpoint_id id,
+                                                                                          std::uint16_t,
+                                                                                          std::uint32_t) {
   assert_owner();
   if (!current_ || current_->id != id) return refusal(what, id);
   checkpoint_job& job = *current_;
@@ -253,29 +296,22 @@ io::result<void> channel_state_writer::add_channel_state(const char* what, recor
     return make_refusal(writer_errc::finished,
                         fmt::format("{}: the {} of checkpoint {} is finished", prefix, input ? "input" : "output", id));
   }
-  for (const auto& view : data) {
-    if (view.valid() && view.kind() == buffers::buffer_kind::event) {
-      // A part of this channel's state is missing now: the checkpoint cannot complete correctly.
-      auto message = fmt::format("{}: {} channel ({}, {}) was handed an event, not data", prefix,
-                                 input ? "input" : "output", group, index);
-      data.clear();
-      abort_ongoing(abort_reason::declined, message);
-      return make_refusal(writer_errc::not_data, std::move(message));
-    }
+  return &job;
+}
+
+// Heap bytes as records of at most max_record_payload_bytes; one operator's (one channel's) records
+// concatenate in file order (state_file.hpp).
+void channel_state_writer::enqueue_bytes(checkpoint_job& job, record_type type, std::uint16_t group,
+                                         std::uint32_t index, std::vector<std::byte> bytes) {
+  if (bytes.size() <= max_record_payload_bytes) {
+    if (!bytes.empty() || type == record_type::operator_state) enqueue(job, type, group, index, {}, std::move(bytes));
+    return;
   }
-  for (auto& view : data) {
-    if (!view.valid() || view.size() == 0) continue;  // nothing to write; released with `data`
-    for (std::size_t offset = 0; offset < view.size(); offset += max_record_payload_bytes) {
-      const std::size_t length = std::min<std::size_t>(max_record_payload_bytes, view.size() - offset);
-      if (offset == 0 && length == view.size()) {
-        enqueue(job, type, group, index, std::move(view), {});
-      } else {
-        enqueue(job, type, group, index, view.slice(offset, length), {});
-      }
-    }
+  for (std::size_t offset = 0; offset < bytes.size(); offset += max_record_payload_bytes) {
+    const std::size_t length = std::min<std::size_t>(max_record_payload_bytes, bytes.size() - offset);
+    const auto first = bytes.begin() + static_cast<std::ptrdiff_t>(offset);
+    enqueue(job, type, group, index, {}, std::vector<std::byte>(first, first + static_cast<std::ptrdiff_t>(length)));
   }
-  kick();
-  return io::success();
 }
 
 io::result<void> channel_state_writer::add_operator_state(checkpoint_id id, std::uint32_t operator_index,
@@ -288,17 +324,7 @@ io::result<void> channel_state_writer::add_operator_state(checkpoint_id id, std:
                         fmt::format("add_operator_state for checkpoint {} of task {}: checkpoint {} is finished", id,
                                     task_, id));
   }
-  if (bytes.size() <= max_record_payload_bytes) {
-    enqueue(job, record_type::operator_state, 0, operator_index, {}, std::move(bytes));
-  } else {
-    // Records of one operator concatenate in file order (state_file.hpp).
-    for (std::size_t offset = 0; offset < bytes.size(); offset += max_record_payload_bytes) {
-      const std::size_t length = std::min<std::size_t>(max_record_payload_bytes, bytes.size() - offset);
-      const auto first = bytes.begin() + static_cast<std::ptrdiff_t>(offset);
-      enqueue(job, record_type::operator_state, 0, operator_index, {},
-              std::vector<std::byte>(first, first + static_cast<std::ptrdiff_t>(length)));
-    }
-  }
+  enqueue_bytes(job, record_type::operator_state, 0, operator_index, std::move(bytes));
   kick();
   return io::success();
 }

@@ -415,12 +415,17 @@ runtime::task<io::result<std::vector<checkpoint_info>>> checkpoint_storage::list
   co_return infos;
 }
 
-runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid() {
+runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std::map<checkpoint_id, std::string> rejected) {
   auto ids = list_ids();
   if (!ids) co_return std::move(ids).error();
   recovery_choice choice;
   for (auto it = ids->rbegin(); it != ids->rend(); ++it) {
     checkpoint_info info = co_await validate(*it);
+    if (auto r = rejected.find(*it); info.valid && r != rejected.end()) {
+      info.valid = false;
+      info.fault = make_error_code(storage_errc::unrestorable);
+      info.reason = r->second;
+    }
     if (info.valid) {
       runtime::log::info("recovery: checkpoint {} validates end to end ({} tasks)", info.id, info.tasks);
       choice.chosen = std::move(info);

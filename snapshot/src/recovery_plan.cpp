@@ -11,8 +11,8 @@ namespace sluice::snapshot {
 
 namespace {
 
-runtime::task<io::result<recovery_plan>> plan(checkpoint_storage* storage) {
-  auto choice = co_await storage->newest_valid();
+runtime::task<io::result<recovery_plan>> plan(checkpoint_storage* storage, std::map<checkpoint_id, std::string> rejected) {
+  auto choice = co_await storage->newest_valid(std::move(rejected));
   if (!choice) co_return std::move(choice).error();
 
   recovery_plan out;
@@ -43,6 +43,9 @@ runtime::task<io::result<recovery_plan>> plan(checkpoint_storage* storage) {
 
 }  // namespace
 
-runtime::task<io::result<recovery_plan>> plan_recovery(checkpoint_storage& storage) { return plan(&storage); }
+runtime::task<io::result<recovery_plan>> plan_recovery(checkpoint_storage& storage,
+                                                       std::map<checkpoint_id, std::string> rejected) {
+  return plan(&storage, std::move(rejected));
+}
 
 }  // namespace sluice::snapshot

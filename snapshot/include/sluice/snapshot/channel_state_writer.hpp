@@ -122,6 +122,10 @@ class channel_state_writer {
                              std::vector<buffers::buffer_view> data);
   io::result<void> add_output(checkpoint_id id, std::uint16_t partition, std::uint32_t subpartition,
                               std::vector<buffers::buffer_view> data);
+  // Input channel state that is in no buffer any more: the half-read record of a channel's
+  // deserializer (record_deserializer::partial_record), which comes first in that channel's state.
+  io::result<void> add_input_bytes(checkpoint_id id, std::uint16_t gate, std::uint32_t channel,
+                                   std::vector<std::byte> bytes);
   // Operator state, before the last finish of an unaligned checkpoint.
   io::result<void> add_operator_state(checkpoint_id id, std::uint32_t operator_index, std::vector<std::byte> bytes);
 
@@ -173,6 +177,10 @@ class channel_state_writer {
                             std::vector<operator_snapshot> operator_states);
   io::result<void> add_channel_state(const char* what, record_type type, checkpoint_id id, std::uint16_t group,
                                      std::uint32_t index, std::vector<buffers::buffer_view> data);
+  io::result<checkpoint_job*> channel_state_job(const char* what, record_type type, checkpoint_id id,
+                                                std::uint16_t group, std::uint32_t index);
+  void enqueue_bytes(checkpoint_job& job, record_type type, std::uint16_t group, std::uint32_t index,
+                     std::vector<std::byte> bytes);
   void enqueue(checkpoint_job& job, record_type type, std::uint16_t group, std::uint32_t index,
                buffers::buffer_view view, std::vector<std::byte> bytes);
   // Ends the ongoing checkpoint as aborted: releases its queued buffers, records the outcome, and

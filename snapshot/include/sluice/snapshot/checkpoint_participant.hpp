@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace sluice::runtime {
@@ -45,6 +46,14 @@ struct task_checkpoint_stats {
   // name is filled in by the coordinator). Used for the manifest only when the coordinator runs with
   // verify_state_files = false; otherwise the coordinator reads the file back and validates it.
   std::optional<manifest_file> state_file;
+};
+
+// Where a task reports its checkpoints: the coordinator (or a test's recorder). Both calls only post.
+class checkpoint_acknowledger {
+ public:
+  virtual ~checkpoint_acknowledger() = default;
+  virtual void acknowledge(task_id task, checkpoint_id id, task_checkpoint_stats stats) = 0;
+  virtual void decline(task_id task, checkpoint_id id, abort_reason reason, std::string detail) = 0;
 };
 
 class checkpoint_participant {

@@ -144,7 +144,8 @@ class checkpoint_storage {
   // be listed.
   runtime::task<io::result<std::vector<checkpoint_info>>> list();
   // The newest checkpoint that validates end to end; logs (warn) each newer one skipped and why.
-  runtime::task<io::result<recovery_choice>> newest_valid();
+  // Checkpoints in `rejected` (found unrestorable by the caller) are skipped with the reason given.
+  runtime::task<io::result<recovery_choice>> newest_valid(std::map<checkpoint_id, std::string> rejected = {});
   // One checkpoint, validated end to end.
   runtime::task<checkpoint_info> validate(checkpoint_id id);
   // Validates checkpoint `id` and returns every task's state; the error is the first fault found.

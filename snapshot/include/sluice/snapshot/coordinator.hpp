@@ -90,7 +90,7 @@ struct checkpoint_stats {
   checkpoint_outcome outcome;    // completed, or aborted with reason and detail
 };
 
-class coordinator {
+class coordinator final : public checkpoint_acknowledger {
  public:
   // `home` runs the coordinator; `storage` is used only from home and must outlive the coordinator.
   coordinator(runtime::executor& home, checkpoint_storage& storage, coordinator_options options = {});
@@ -107,9 +107,9 @@ class coordinator {
   // it resumes on the task's executor, then on the caller's if that differs.
   runtime::task<void> remove_participant(task_id task, std::string why);
   // The task's state file for `id` is durable.
-  void acknowledge(task_id task, checkpoint_id id, task_checkpoint_stats stats);
+  void acknowledge(task_id task, checkpoint_id id, task_checkpoint_stats stats) override;
   // The task cannot take checkpoint `id` (not_ready while replaying recovered state, io_error, ...).
-  void decline(task_id task, checkpoint_id id, abort_reason reason, std::string detail);
+  void decline(task_id task, checkpoint_id id, abort_reason reason, std::string detail) override;
 
   // --- the job (home only) ----------------------------------------------------------------------
   // Starts periodic triggering (the first trigger one interval from now).

@@ -44,6 +44,8 @@ struct recovery_plan {
 
 // Fails only if <root> cannot be listed or the chosen checkpoint cannot be loaded back. `storage`
 // must outlive the task.
-runtime::task<io::result<recovery_plan>> plan_recovery(checkpoint_storage& storage);
+// Checkpoints in `rejected` (valid on disk, but they did not restore: the reason) are skipped too.
+runtime::task<io::result<recovery_plan>> plan_recovery(checkpoint_storage& storage,
+                                                       std::map<checkpoint_id, std::string> rejected = {});
 
 }  // namespace sluice::snapshot

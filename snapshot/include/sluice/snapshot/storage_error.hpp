@@ -19,6 +19,7 @@ enum class storage_errc {
   bad_checksum,          // a CRC32C differs: a record's payload, or the whole file vs. the manifest
   truncated,             // a state file ends inside a header or payload, or before its end record
   bad_format,            // anything else malformed in a state file (magic, header, order, counts)
+  unrestorable,          // every file validates, but the state does not restore (the job said why)
 };
 
 const std::error_category& storage_category() noexcept;

@@ -1,0 +1,221 @@
+// One task's side of a checkpoint (task_checkpoint.hpp).
+
+#include <sluice/snapshot/task_checkpoint.hpp>
+
+#include <sluice/buffers/input_gate.hpp>
+#include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/log.hpp>
+#include <sluice/runtime/timer.hpp>
+
+#include <fmt/core.h>
+
+#include <cassert>
+#include <utility>
+
+namespace sluice::snapshot {
+
+namespace bf = sluice::buffers;
+
+task_checkpoint::task_checkpoint(task_checkpoint_options options, checkpoint_subject& subject)
+    : options_(std::move(options)), subject_(&subject), writer_(options_.task) {
+  assert(options_.acknowledger != nullptr);
+}
+
+io::error task_checkpoint::failure(std::string what) const {
+  return io::error(std::make_error_code(std::errc::io_error), fmt::format("task {}: {}", options_.name, what));
+}
+
+runtime::task<io::result<void>> task_checkpoint::take(checkpoint_id id, checkpoint_mode mode, std::string dir) {
+  runtime::log::debug("task {}: snapshot for checkpoint {} ({})", options_.name, id, to_string(mode));
+  std::vector<operator_snapshot> ops = subject_->operator_states();
+  io::result<bool> started = mode == checkpoint_mode::unaligned
+                                 ? co_await take_unaligned(id, std::move(dir), std::move(ops))
+                                 : co_await take_aligned(id, mode, std::move(dir), std::move(ops));
+  if (!started) co_return std::move(started).error();
+  if (started.value()) watchers_.spawn(watch(id));
+  co_return io::success();
+}
+
+// Aligned (and at-least-once): everything before the barrier is out; the barrier goes in-band.
+// Aligned with a timeout into a partition: the barrier may have to overtake the output later, so it
+// does not wait for the backlog either: the backlog is stored (as an unaligned checkpoint stores it)
+// and goes out first after a recovery.
+runtime::task<io::result<bool>> task_checkpoint::take_aligned(checkpoint_id id, checkpoint_mode mode, std::string dir,
+                                                              std::vector<operator_snapshot> ops) {
+  std::optional<std::vector<std::byte>> backlog = subject_->output_backlog();
+  const bool may_switch = mode == checkpoint_mode::aligned_timeout && options_.alignment_timeout.count() > 0 &&
+                          options_.partition != nullptr && backlog.has_value();
+  if (may_switch) {
+    ops.push_back({section_index(state_section::output_backlog), std::move(*backlog)});
+  } else if (subject_->output_backlogged()) {
+    io::result<void> drained = co_await subject_->drain_output();
+    if (!drained) co_return std::move(drained).error();
+  }
+  if (subject_->is_sink()) {
+    io::result<std::vector<std::byte>> sink = co_await subject_->sink_state(id);
+    if (!sink) co_return std::move(sink).error();
+    ops.push_back({section_index(state_section::sink), std::move(sink).value()});
+  }
+  std::optional<bf::buffer_view> barrier;
+  io::result<void> fwd = co_await forward_event({bf::gate_event::type::barrier, id}, false, nullptr,
+                                                may_switch ? &barrier : nullptr);
+  if (!fwd) co_return std::move(fwd).error();
+  if (barrier && barrier_queued(*barrier)) {
+    // The barrier waits behind backpressure: if it is still queued when the timeout passes, it
+    // overtakes the data and this checkpoint stores that data as output channel state (the
+    // consumer then takes the checkpoint unaligned).
+    io::result<void> started = writer_.start(id, dir);
+    if (!started) {
+      runtime::log::info("task {}: checkpoint {}: {}", options_.name, id, started.error().message());
+      co_return false;
+    }
+    for (operator_snapshot& op : ops) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
+    (void)writer_.finish_input(id);  // the input was aligned: no input channel state
+    watchers_.spawn(switch_after_timeout(id, std::move(*barrier)));
+    co_return true;
+  }
+  io::result<void> started = writer_.start_aligned(id, std::move(dir), std::move(ops));
+  if (!started) runtime::log::info("task {}: checkpoint {}: {}", options_.name, id, started.error().message());
+  co_return static_cast<bool>(started);
+}
+
+runtime::task<io::result<bool>> task_checkpoint::take_unaligned(checkpoint_id id, std::string dir,
+                                                                std::vector<operator_snapshot> ops) {
+  io::result<void> started = writer_.start(id, std::move(dir));
+  if (!started) {
+    runtime::log::info("task {}: checkpoint {}: {}", options_.name, id, started.error().message());
+    co_return false;
+  }
+  std::vector<std::vector<bf::buffer_view>> overtaken;
+  io::result<void> fwd = co_await forward_event({bf::gate_event::type::barrier, id}, true, &overtaken);
+  if (!fwd) co_return std::move(fwd).error();
+  for (std::size_t sub = 0; sub < overtaken.size(); ++sub) {
+    if (!overtaken[sub].empty()) (void)writer_.add_output(id, 0, static_cast<std::uint32_t>(sub), std::move(overtaken[sub]));
+  }
+  // The input taken but not processed: in-flight data of its channel, ahead of what the handler
+  // captures from the gate for that channel.
+  for (checkpoint_subject::unconsumed_input& in : subject_->unconsumed()) {
+    if (!in.partial.empty()) (void)writer_.add_input_bytes(id, 0, in.channel, std::move(in.partial));
+    if (in.rest) {
+      std::vector<bf::buffer_view> views;
+      views.push_back(std::move(*in.rest));
+      (void)writer_.add_input(id, 0, in.channel, std::move(views));
+    }
+  }
+  // Records the chain produced that are not out yet (in the backlog, or written by the sink): they
+  // come after the barrier, but belong before it; recovery sends or writes them first. So a slow
+  // sink does not hold the checkpoint up.
+  if (subject_->is_sink()) {
+    io::result<std::vector<std::byte>> sink = co_await subject_->sink_state(id);
+    if (!sink) co_return std::move(sink).error();
+    ops.push_back({section_index(state_section::sink), std::move(sink).value()});
+  }
+  if (std::optional<std::vector<std::byte>> backlog = subject_->output_backlog()) {
+    ops.push_back({section_index(state_section::output_backlog), std::move(*backlog)});
+  }
+  for (operator_snapshot& op : ops) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
+  (void)writer_.finish_output(id);
+  if (!options_.has_input) (void)writer_.finish_input(id);
+  co_return true;
+}
+
+void task_checkpoint::capture(checkpoint_id id, std::uint32_t channel, std::vector<bf::buffer_view> views) {
+  io::result<void> r = writer_.add_input(id, 0, channel, std::move(views));
+  if (!r) runtime::log::debug("task {}: {}", options_.name, r.error().message());
+}
+
+void task_checkpoint::finish_input(checkpoint_id id) {
+  io::result<void> r = writer_.finish_input(id);
+  if (!r) runtime::log::debug("task {}: {}", options_.name, r.error().message());
+}
+
+void task_checkpoint::abort(checkpoint_id id, abort_reason reason, std::string_view detail) {
+  writer_.abort(id, reason, std::string(detail));
+}
+
+runtime::task<io::result<void>> task_checkpoint::decline(checkpoint_id id, abort_reason reason, std::string detail) {
+  writer_.abort(id, reason, detail);
+  options_.acknowledger->decline(options_.task, id, reason, std::move(detail));
+  co_return co_await forward_event({bf::gate_event::type::cancellation_marker, id}, true, nullptr);
+}
+
+runtime::task<io::result<void>> task_checkpoint::forward_event(bf::gate_event event, bool priority,
+                                                               std::vector<std::vector<bf::buffer_view>>* overtaken,
+                                                               std::optional<bf::buffer_view>* keep) {
+  bf::result_partition* p = options_.partition;
+  if (p == nullptr || p->finished()) co_return io::success();
+  const bool control = event.kind == bf::gate_event::type::barrier || event.kind == bf::gate_event::type::cancellation_marker;
+  bf::local_buffer_pool* pool = priority || control ? &p->priority_event_pool() : &p->pool();
+  std::optional<bf::buffer_view> view = co_await bf::request_event_buffer(pool, event);
+  if (!view) co_return failure("could not get a buffer for an event");
+  if (keep != nullptr) *keep = view->share();
+  for (std::size_t sub = 0; sub < p->subpartitions(); ++sub) {
+    bf::buffer_view share = view->share();
+    if (priority) {
+      std::vector<bf::buffer_view> taken = p->add_priority_event(std::move(share), sub);
+      if (overtaken != nullptr) overtaken->push_back(std::move(taken));
+    } else {
+      p->add_event(std::move(share), sub);
+    }
+  }
+  co_return io::success();
+}
+
+bool task_checkpoint::barrier_queued(const bf::buffer_view& barrier) const {
+  for (std::size_t sub = 0; sub < options_.partition->subpartitions(); ++sub) {
+    if (options_.partition->event_queued(barrier, sub)) return true;
+  }
+  return false;
+}
+
+// An aligned-with-timeout barrier still queued in the output when the alignment timeout (counted
+// from when this task sent it) passes becomes a priority event; the data it overtakes is output
+// channel state of the checkpoint. Checked every millisecond until then.
+runtime::task<void> task_checkpoint::switch_after_timeout(checkpoint_id id, bf::buffer_view barrier) {
+  runtime::executor& home = *runtime::executor::current();
+  const auto deadline = home.now() + options_.alignment_timeout;
+  while (barrier_queued(barrier) && home.now() < deadline) {
+    const bool slept = co_await runtime::sleep_for(std::chrono::milliseconds(1));
+    if (!slept) co_return;  // the task is stopping
+  }
+  bf::result_partition& p = *options_.partition;
+  std::uint64_t switched = 0;
+  for (std::size_t sub = 0; sub < p.subpartitions(); ++sub) {
+    std::optional<std::vector<bf::buffer_view>> overtaken = p.promote_event(barrier, sub);
+    if (!overtaken) continue;
+    ++switched;
+    if (!overtaken->empty()) (void)writer_.add_output(id, 0, static_cast<std::uint32_t>(sub), std::move(*overtaken));
+  }
+  if (switched > 0) {
+    runtime::log::debug("task {}: checkpoint {}: barrier overtook the output of {} channels after the alignment timeout",
+                        options_.name, id, switched);
+  }
+  (void)writer_.finish_output(id);
+}
+
+runtime::task<void> task_checkpoint::watch(checkpoint_id id) {
+  runtime::executor& home = *runtime::executor::current();
+  const auto started = home.now();
+  checkpoint_outcome outcome = co_await writer_.result(id);
+  const auto took = home.now() - started;
+  runtime::log::debug("task {}: checkpoint {} state {} after {} us", options_.name, id,
+                      outcome.completed() ? "durable" : "aborted",
+                      std::chrono::duration_cast<std::chrono::microseconds>(took).count());
+  if (outcome.completed()) {
+    task_checkpoint_stats stats;
+    stats.operator_state_bytes = outcome.operator_state_bytes;
+    stats.channel_state_bytes = outcome.channel_state_bytes;
+    stats.write_duration = took;
+    if (options_.alignment_of) stats.alignment_duration = options_.alignment_of(id);
+    options_.acknowledger->acknowledge(options_.task, id, std::move(stats));
+  } else if (outcome.reason != abort_reason::coordinator && outcome.reason != abort_reason::cancelled) {
+    options_.acknowledger->decline(options_.task, id, outcome.reason, outcome.detail);
+  }
+}
+
+runtime::task<void> task_checkpoint::close() {
+  co_await writer_.close();
+  co_await watchers_.join();
+}
+
+}  // namespace sluice::snapshot
