@@ -3,6 +3,7 @@
 #include "stream_task.hpp"
 
 #include <sluice/buffers/local_channel.hpp>
+#include <sluice/buffers/record_framing.hpp>
 #include <sluice/buffers/segment.hpp>
 #include <sluice/buffers/tcp_transport.hpp>
 #include <sluice/dataflow/job_runner.hpp>
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <stop_token>
 
@@ -87,6 +89,8 @@ class runner final : public detail::task_listener {
 
  private:
   rt::task<void> make_task(task_slot* slot, const ss::task_state* recovered);
+  rt::task<void> restore_operators(task_slot* slot, std::optional<std::string>* problem);
+  rt::task<std::optional<std::string>> restore_problem(const ss::recovery_plan& plan);
   std::vector<std::pair<task_slot*, std::uint32_t>> producers_of(const task_slot& consumer);
   rt::task<void> connect_local(task_slot* consumer);
   rt::task<void> make_local_channel(task_slot* producer, task_slot* consumer, std::uint32_t j);
@@ -133,7 +137,9 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
     const std::size_t max = 3 * downstream_parallelism + 8;
     slot->out_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, max);
     slot->partition = std::make_unique<bf::result_partition>(
-        *slot->out_pool, bf::partition_options{.subpartitions = downstream_parallelism, .flush_timeout = settings_.flush_timeout});
+        *slot->out_pool, bf::partition_options{.subpartitions = downstream_parallelism,
+                                                .flush_timeout = settings_.flush_timeout,
+                                                .max_record_bytes = settings_.max_record_bytes});
     slot->priority_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, 4);
     slot->partition->set_priority_event_pool(*slot->priority_pool);
   }
@@ -150,6 +156,7 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
   }
   task_builder b(slot->id, slot->subtask, shape.parallelism, slot->partition.get(), downstream_parallelism,
                  std::move(input_channels));
+  b.set_max_record_bytes(settings_.max_record_bytes);
   stage.build(b);
   if (b.output_ == nullptr || (b.source_ == nullptr) == (b.input_ == nullptr)) {
     throw std::logic_error(fmt::format("stage '{}' built an incomplete chain", stage.name));
@@ -172,8 +179,47 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
   w.gate = slot->gate.get();
   w.partition = slot->partition.get();
   w.recovered = recovered;
+  w.max_record_bytes = settings_.max_record_bytes;
   slot->task = std::make_unique<stream_task>(std::move(w), std::move(b));
   co_return;
+}
+
+rt::task<void> runner::restore_operators(task_slot* slot, std::optional<std::string>* problem) {
+  *problem = slot->task->restore_operators();
+  co_return;
+}
+
+// Why the recovered state does not restore, if it does not: a task's operator state does not
+// decode, or a channel's recovered stream (the consumer's input state, then the producer's output
+// state for it) is not whole records.
+rt::task<std::optional<std::string>> runner::restore_problem(const ss::recovery_plan& plan) {
+  if (!plan.checkpoint) co_return std::nullopt;
+  for (task_slot& slot : slots_) {
+    std::optional<std::string> problem;
+    co_await rt::run_on(slot.executor, restore_operators(&slot, &problem));
+    if (problem) co_return problem;
+  }
+  const auto state_of = [&plan](ss::task_id id) -> const ss::task_state* {
+    auto it = plan.tasks.find(id);
+    return it == plan.tasks.end() ? nullptr : &it->second.state;
+  };
+  for (task_slot& consumer : slots_) {
+    for (auto [producer, j] : producers_of(consumer)) {
+      bf::record_framing framing(settings_.max_record_bytes);
+      if (const ss::task_state* in = state_of(consumer.id)) {
+        if (auto it = in->input_channels.find({0, j}); it != in->input_channels.end()) framing.feed(it->second);
+      }
+      if (const ss::task_state* out = state_of(producer->id)) {
+        const ss::channel_key sub{0, static_cast<std::uint32_t>(consumer.subtask)};
+        if (auto it = out->output_channels.find(sub); it != out->output_channels.end()) framing.feed(it->second);
+      }
+      if (std::optional<std::string> fault = framing.finish()) {
+        co_return fmt::format("the channel state from task {} to task {} (input channel {}): {}", producer->id,
+                              consumer.id, j, *fault);
+      }
+    }
+  }
+  co_return std::nullopt;
 }
 
 // On the producer's executor (its sender lives there): a local channel from `producer`'s partition
@@ -373,34 +419,50 @@ rt::task<job_result> runner::run() {
   }
 
   // --- recovery -------------------------------------------------------------------------------
+  // The newest checkpoint that validates and restores: its tasks are made and their state restored
+  // (and every channel's recovered stream checked) before any task runs, so a checkpoint that does
+  // not restore is found before anything is published, and the one before it is tried.
   storage_.emplace(settings_.checkpoint_dir, ss::storage_options{settings_.retained_checkpoints});
-  io::result<ss::recovery_plan> plan = co_await ss::plan_recovery(*storage_);
-  if (!plan) {
-    result.exit_code = 1;
-    result.message = plan.error().message();
-    co_return result;
+  std::map<ss::checkpoint_id, std::string> rejected;
+  std::optional<ss::recovery_plan> plan;
+  for (;;) {
+    io::result<ss::recovery_plan> planned = co_await ss::plan_recovery(*storage_, rejected);
+    if (!planned) {
+      result.exit_code = 1;
+      result.message = planned.error().message();
+      co_return result;
+    }
+    plan.emplace(std::move(planned).value());
+    ss::coordinator_options copts;
+    copts.interval = settings_.checkpoint_interval;
+    copts.min_pause = settings_.checkpoint_interval / 2;
+    copts.mode = settings_.mode;
+    copts.alignment_timeout = settings_.alignment_timeout;
+    copts.expected_tasks = slots_.size();
+    copts.first_checkpoint_id = plan->next_checkpoint_id;
+    copts.verify_state_files = false;
+    copts.on_checkpoint_end = settings_.on_checkpoint;
+    coordinator_.reset();
+    coordinator_.emplace(engine_.at(0), *storage_, copts);
+    for (task_slot& slot : slots_) {
+      const ss::task_state* recovered = nullptr;
+      if (auto it = plan->tasks.find(slot.id); it != plan->tasks.end()) recovered = &it->second.state;
+      co_await rt::run_on(slot.executor, make_task(&slot, recovered));
+    }
+    std::optional<std::string> problem = co_await restore_problem(*plan);
+    if (!problem) break;
+    const ss::checkpoint_id bad = plan->recovered_id();
+    runtime::log::warn("job {}: checkpoint {} does not restore: {}; trying the checkpoint before it", job_.name(), bad,
+                       *problem);
+    rejected.emplace(bad, std::move(*problem));
+    for (task_slot& slot : slots_) co_await rt::run_on(slot.executor, destroy(&slot));
   }
-  if (plan.value().checkpoint) {
-    result.resumed_from = plan.value().recovered_id();
+  if (plan->checkpoint) {
+    result.resumed_from = plan->recovered_id();
     runtime::log::info("job {}: resuming from checkpoint {}", job_.name(), *result.resumed_from);
   }
-  ss::coordinator_options copts;
-  copts.interval = settings_.checkpoint_interval;
-  copts.min_pause = settings_.checkpoint_interval / 2;
-  copts.mode = settings_.mode;
-  copts.alignment_timeout = settings_.alignment_timeout;
-  copts.expected_tasks = slots_.size();
-  copts.first_checkpoint_id = plan.value().next_checkpoint_id;
-  copts.verify_state_files = false;
-  copts.on_checkpoint_end = settings_.on_checkpoint;
-  coordinator_.emplace(engine_.at(0), *storage_, copts);
 
-  // --- tasks and channels -------------------------------------------------------------------------
-  for (task_slot& slot : slots_) {
-    const ss::task_state* recovered = nullptr;
-    if (auto it = plan.value().tasks.find(slot.id); it != plan.value().tasks.end()) recovered = &it->second.state;
-    co_await rt::run_on(slot.executor, make_task(&slot, recovered));
-  }
+  // --- channels -----------------------------------------------------------------------------------
   if (settings_.transport == "tcp") {
     transports_.resize(engine_.size());
     for (std::size_t e = 0; e < engine_.size(); ++e) co_await rt::run_on(&engine_.at(e), start_transport(e));
@@ -448,6 +510,10 @@ rt::task<job_result> runner::run() {
 job_result run_job(job_builder& job, job_settings settings) {
   if (settings.checkpoint_dir.empty()) throw std::invalid_argument("job settings: a checkpoint directory is required");
   if (settings.executors == 0) throw std::invalid_argument("job settings: at least one executor");
+  if (settings.max_record_bytes == 0 || settings.max_record_bytes > (std::size_t{1} << 30)) {
+    throw std::invalid_argument(fmt::format("job settings: max_record_bytes {} is out of range (1 byte to 1 GiB)",
+                                            settings.max_record_bytes));
+  }
   if (settings.transport != "local" && settings.transport != "tcp") {
     throw std::invalid_argument("job settings: transport must be local or tcp, not '" + settings.transport + "'");
   }

@@ -49,7 +49,8 @@ runtime::task<io::result<line_file_reader>> line_file_reader::open(std::string p
 io::error line_file_reader::line_too_long() const {
   return io::error(std::make_error_code(std::errc::value_too_large),
                    "read line file " + quoted(file_.path()) + ": the line at offset " + std::to_string(offset_bytes_) +
-                       " is longer than " + std::to_string(max_line_bytes_) + " bytes");
+                       " is longer than " + std::to_string(max_line_bytes_) +
+                       " bytes, the job's maximum record size (job_settings::max_record_bytes, --max-record-bytes)");
 }
 
 runtime::task<io::result<void>> line_file_reader::fill() {

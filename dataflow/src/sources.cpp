@@ -12,7 +12,7 @@ namespace sluice::dataflow {
 
 runtime::task<io::result<void>> line_source::open() {
   // The range is fixed by the file's size at the first start; a restart finds it in the state.
-  io::result<line_file_reader> probe = co_await line_file_reader::open(path_, 0);
+  io::result<line_file_reader> probe = co_await line_file_reader::open(path_, 0, max_line_bytes_);
   if (!probe) co_return std::move(probe).error();
   const std::uint64_t size = probe.value().file_size();
   (void)co_await probe.value().close();
@@ -22,14 +22,14 @@ runtime::task<io::result<void>> line_source::open() {
     start = *restored_offset_;
   } else if (start > 0) {
     // The line that crosses into the range belongs to the previous one: skip it.
-    io::result<line_file_reader> r = co_await line_file_reader::open(path_, start - 1);
+    io::result<line_file_reader> r = co_await line_file_reader::open(path_, start - 1, max_line_bytes_);
     if (!r) co_return std::move(r).error();
     io::result<std::optional<std::string_view>> skipped = co_await r.value().next_line();
     if (!skipped) co_return std::move(skipped).error();
     start = r.value().offset_bytes();
     (void)co_await r.value().close();
   }
-  io::result<line_file_reader> reader = co_await line_file_reader::open(path_, start);
+  io::result<line_file_reader> reader = co_await line_file_reader::open(path_, start, max_line_bytes_);
   if (!reader) co_return std::move(reader).error();
   reader_.emplace(std::move(reader).value());
   co_return io::result<void>();
@@ -96,7 +96,7 @@ void line_source::restore_state(std::span<const std::byte> bytes) {
 // --- indexed_line_source ---------------------------------------------------------------------------
 
 runtime::task<io::result<void>> indexed_line_source::open() {
-  io::result<line_file_reader> reader = co_await line_file_reader::open(path_, offset_);
+  io::result<line_file_reader> reader = co_await line_file_reader::open(path_, offset_, max_line_bytes_);
   if (!reader) co_return std::move(reader).error();
   reader_.emplace(std::move(reader).value());
   co_return io::result<void>();
@@ -141,7 +141,7 @@ void indexed_line_source::restore_state(std::span<const std::byte> bytes) {
 stream<std::string> job_builder::read_lines(std::string name, std::string path, std::size_t parallelism) {
   const std::size_t stage = add_stage(std::move(name), parallelism, {});
   return stream<std::string>(this, stage, [path](task_builder& b, collector<std::string>& down) {
-    b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down));
+    b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down, line_source::time_fn{}, b.max_record_bytes()));
   });
 }
 
@@ -150,7 +150,7 @@ stream<std::string> job_builder::read_timed_lines(std::string name, std::string 
   if (!time) throw std::invalid_argument("read_timed_lines: a time function is required");
   const std::size_t stage = add_stage(std::move(name), parallelism, {});
   return stream<std::string>(this, stage, [path, time](task_builder& b, collector<std::string>& down) {
-    b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down, time));
+    b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down, time, b.max_record_bytes()));
   });
 }
 
@@ -158,7 +158,7 @@ stream<std::pair<std::uint64_t, std::string>> job_builder::read_indexed_lines(st
   const std::size_t stage = add_stage(std::move(name), 1, {});
   return stream<std::pair<std::uint64_t, std::string>>(
       this, stage, [path](task_builder& b, collector<std::pair<std::uint64_t, std::string>>& down) {
-        b.set_source(b.make<indexed_line_source>(path, down));
+        b.set_source(b.make<indexed_line_source>(path, down, b.max_record_bytes()));
       });
 }
 

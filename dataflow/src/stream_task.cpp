@@ -22,20 +22,25 @@ namespace {
 constexpr std::size_t source_batch_records = 512;
 constexpr std::size_t input_batch_records = 1024;
 
-// The records of recovered channel state: whole length-prefixed records, one after another.
+// Recovered input channel state is a byte stream: whole records, then at most the start of one
+// whose rest follows on the live channel. Calls f for each whole record and returns that start.
 template <class F>
-void for_each_record(std::span<const std::byte> bytes, F&& f) {
+std::span<const std::byte> for_each_whole_record(std::span<const std::byte> bytes, F&& f) {
   std::size_t at = 0;
   while (at + bf::record_length_bytes <= bytes.size()) {
     std::uint32_t n;
     std::memcpy(&n, bytes.data() + at, sizeof n);
-    at += bf::record_length_bytes;
-    if (at + n > bytes.size()) throw std::runtime_error("recovered channel state ends inside a record");
-    f(bytes.subspan(at, n));
-    at += n;
+    n = bf::detail::to_little(n);
+    if (bytes.size() - at - bf::record_length_bytes < n) break;
+    f(bytes.subspan(at + bf::record_length_bytes, n));
+    at += bf::record_length_bytes + n;
   }
-  if (at != bytes.size()) throw std::runtime_error("recovered channel state ends inside a record length");
+  return bytes.subspan(at);
 }
+
+constexpr std::uint32_t source_index = ss::section_index(ss::state_section::source);
+constexpr std::uint32_t sink_index = ss::section_index(ss::state_section::sink);
+constexpr std::uint32_t backlog_index = ss::section_index(ss::state_section::output_backlog);
 
 // (Never a gate->next() inside when_any: a next() that took an item and lost the race drops it.)
 rt::task<bool> wait_item(bf::input_gate* gate) { co_return co_await gate->wait_item(); }
@@ -50,12 +55,36 @@ rt::task<bool> sleep_until(std::chrono::steady_clock::time_point t) { co_return 
 
 }  // namespace
 
+namespace {
+ss::task_checkpoint_options checkpoint_options(const task_wiring& w,
+                                               std::function<std::chrono::nanoseconds(ss::checkpoint_id)> alignment_of) {
+  ss::task_checkpoint_options o;
+  o.task = w.id;
+  o.name = w.name;
+  o.acknowledger = w.coordinator;
+  o.partition = w.partition;
+  o.has_input = w.gate != nullptr;
+  o.alignment_timeout = w.alignment_timeout;
+  o.alignment_of = std::move(alignment_of);
+  return o;
+}
+}  // namespace
+
 stream_task::stream_task(task_wiring wiring, task_builder built)
-    : wiring_(std::move(wiring)), built_(std::move(built)), writer_(wiring_.id) {
+    : wiring_(std::move(wiring)), built_(std::move(built)), checkpoint_(checkpoint_options(wiring_,
+                                     [this](ss::checkpoint_id id) {
+                                       if (handler_ && handler_->last_stats() && handler_->last_stats()->id == id) {
+                                         return std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             handler_->last_stats()->alignment_duration());
+                                       }
+                                       return std::chrono::nanoseconds(0);
+                                     }),
+                  *this) {
   if (wiring_.gate != nullptr) {
     handler_.emplace(*wiring_.gate, ss::handler_options{wiring_.mode, wiring_.alignment_timeout});
     const std::size_t n = wiring_.gate->channels();
-    deserializers_.resize(n);
+    deserializers_.reserve(n);
+    for (std::size_t c = 0; c < n; ++c) deserializers_.emplace_back(wiring_.max_record_bytes);
     watermarks_.assign(n, std::nullopt);
     data_ended_.assign(n, false);
   }
@@ -127,17 +156,64 @@ rt::task<void> stream_task::run() {
       const bool finished = co_await wiring_.partition->finish();
       if (!finished) ok = failure("could not end its output partition");
     }
-    if (!ok) failed = ok.error().message();
+    if (!ok) {
+      // Every failure names the task (an I/O error of a source or sink names only its file).
+      const std::string what = ok.error().message();
+      failed = what.rfind("task " + wiring_.name + ":", 0) == 0 ? what : fmt::format("task {}: {}", wiring_.name, what);
+    }
+  } catch (const std::length_error& e) {
+    failed = fmt::format("task {}: {} (the job's maximum record size: job_settings::max_record_bytes, "
+                         "--max-record-bytes)", wiring_.name, e.what());
   } catch (const std::exception& e) {
     failed = fmt::format("task {}: {}", wiring_.name, e.what());
   }
   if (failed && stop.stop_requested()) failed.reset();  // stopped by the job, not failed
   co_await built_.output_->close();
-  co_await writer_.close();
-  co_await watchers_.join();
+  co_await checkpoint_.close();
   ss::task_id id = wiring_.id;
   task_listener* listener = wiring_.listener;
   wiring_.runner->post([listener, id, failed] { listener->task_ended(id, failed); });
+}
+
+std::optional<std::string> stream_task::restore_operators() {
+  const ss::task_state* state = wiring_.recovered;
+  if (state == nullptr) return std::nullopt;
+  try {
+    const auto& ops = state->operator_state;
+    for (const auto& [index, bytes] : ops) {
+      const bool known = index < built_.states_.size() || (index == source_index && built_.source_ != nullptr) ||
+                         (index == sink_index && built_.output_->is_sink()) ||
+                         (index == backlog_index && dynamic_cast<backlog_source*>(built_.output_) != nullptr);
+      if (!known) return fmt::format("task {}: the checkpoint holds state section {} that this task does not have", wiring_.name, index);
+    }
+    for (std::uint32_t i = 0; i < built_.states_.size(); ++i) {
+      if (auto it = ops.find(i); it != ops.end()) built_.states_[i]->restore_state(it->second);
+    }
+    if (built_.source_ != nullptr) {
+      if (auto it = ops.find(source_index); it != ops.end()) built_.source_->restore_state(it->second);
+    }
+    if (auto it = ops.find(backlog_index); it != ops.end()) {
+      dynamic_cast<backlog_source*>(built_.output_)->restore_backlog(it->second);
+    }
+    if (wiring_.partition == nullptr && !state->output_channels.empty()) {
+      return fmt::format("task {}: the checkpoint holds output channel state, but this task has no output channels", wiring_.name);
+    }
+    for (const auto& [key, bytes] : state->output_channels) {
+      if (key.group != 0 || key.index >= wiring_.partition->subpartitions()) {
+        return fmt::format("task {}: the checkpoint holds output channel state for subpartition {}, of {}", wiring_.name, key.index,
+                           wiring_.partition->subpartitions());
+      }
+    }
+    for (const auto& [key, bytes] : state->input_channels) {
+      if (key.group != 0 || key.index >= deserializers_.size()) {
+        return fmt::format("task {}: the checkpoint holds input channel state for channel {}, of {}", wiring_.name, key.index,
+                           deserializers_.size());
+      }
+    }
+  } catch (const std::exception& e) {
+    return fmt::format("task {}: restore state: {}", wiring_.name, e.what());
+  }
+  return std::nullopt;
 }
 
 rt::task<io::result<void>> stream_task::restore() {
@@ -145,14 +221,7 @@ rt::task<io::result<void>> stream_task::restore() {
   const ss::task_state* state = wiring_.recovered;
   std::vector<std::byte> sink_state;
   if (state != nullptr) {
-    const auto& ops = state->operator_state;
-    for (std::uint32_t i = 0; i < built_.states_.size(); ++i) {
-      if (auto it = ops.find(i); it != ops.end()) built_.states_[i]->restore_state(it->second);
-    }
-    if (built_.source_ != nullptr) {
-      if (auto it = ops.find(source_index); it != ops.end()) built_.source_->restore_state(it->second);
-    }
-    if (auto it = ops.find(sink_index); it != ops.end()) sink_state = it->second;
+    if (auto it = state->operator_state.find(sink_index); it != state->operator_state.end()) sink_state = it->second;
   }
   if (built_.output_->is_sink()) {
     recovered = co_await built_.output_->recover(sink_state);
@@ -163,46 +232,48 @@ rt::task<io::result<void>> stream_task::restore() {
     if (!recovered) co_return recovered;
   }
   if (state == nullptr) co_return recovered;
+  recovered = co_await resend_output(*state);
+  if (!recovered) co_return recovered;
+  co_return co_await replay_input(*state);
+}
 
-  // Output first: what the barrier overtook, then what the tail had queued, before anything new.
-  if (wiring_.partition != nullptr) {
-    for (const auto& [key, bytes] : state->output_channels) {
-      const std::size_t sub = key.index;
-      std::vector<std::vector<std::byte>> records;
-      for_each_record(bytes, [&](std::span<const std::byte> r) { records.emplace_back(r.begin(), r.end()); });
-      for (const auto& r : records) {
-        const bool ok = co_await wiring_.partition->emit_bytes(r, sub);
-        if (!ok) co_return failure("could not re-send recovered output");
-      }
-    }
+// Output first: what the barrier overtook, as the raw bytes of each channel's stream (it may start
+// inside a record whose first part the consumer holds), then the backlog (restored with the
+// operators; the loop drains output before it takes input).
+rt::task<io::result<void>> stream_task::resend_output(const ss::task_state& state) {
+  for (const auto& [key, bytes] : state.output_channels) {
+    const bool ok = co_await wiring_.partition->emit_stream_bytes(bytes, key.index);
+    if (!ok) co_return failure("could not re-send recovered output");
   }
-  // The tail's queue at the checkpoint goes out next (the loop drains output before taking input).
-  if (auto it = state->operator_state.find(backlog_index); it != state->operator_state.end()) {
-    auto* tail = dynamic_cast<backlog_source*>(built_.output_);
-    if (tail == nullptr) co_return failure("the checkpoint holds an output backlog, but this task's output keeps none");
-    tail->restore_backlog(it->second);
-  }
-  // Then recovered input, before any new input (invariant 8); a barrier meanwhile is "not ready".
-  if (built_.input_ != nullptr && !state->input_channels.empty()) {
-    (void)handler_->set_replaying(true);
-    for (const auto& [key, bytes] : state->input_channels) {
-      const std::uint32_t channel = key.index;
-      const std::vector<std::byte>* state_bytes = &bytes;
-      auto replayed = in_chain([this, channel, state_bytes] {
-        for_each_record(*state_bytes, [&](std::span<const std::byte> r) {
-          built_.input_->record(channel, r);
-          ++records_in_;
-        });
+  co_return io::result<void>();
+}
+
+// Then recovered input, before any new input (invariant 8); a barrier meanwhile is "not ready". A
+// channel's state may end inside a record: its start goes back into the channel's deserializer and
+// the first live buffers of the channel complete it.
+rt::task<io::result<void>> stream_task::replay_input(const ss::task_state& state) {
+  if (built_.input_ == nullptr || state.input_channels.empty()) co_return io::result<void>();
+  (void)handler_->set_replaying(true);
+  for (const auto& [key, bytes] : state.input_channels) {
+    const std::uint32_t channel = key.index;
+    const std::vector<std::byte>* state_bytes = &bytes;
+    std::span<const std::byte> partial;
+    std::span<const std::byte>* partial_out = &partial;
+    auto replayed = in_chain([this, channel, state_bytes, partial_out] {
+      *partial_out = for_each_whole_record(*state_bytes, [&](std::span<const std::byte> r) {
+        built_.input_->record(channel, r);
+        ++records_in_;
       });
-      co_await std::move(replayed);
-      if (built_.output_->backlogged()) {
-        io::result<void> drained = co_await built_.output_->drain();
-        if (!drained) co_return drained;
-      }
+    });
+    co_await std::move(replayed);
+    deserializers_[channel].restore_partial(partial);
+    if (built_.output_->backlogged()) {
+      io::result<void> drained = co_await built_.output_->drain();
+      if (!drained) co_return drained;
     }
-    (void)handler_->set_replaying(false);
-    runtime::log::info("task {}: replayed recovered input channel state", wiring_.name);
   }
+  (void)handler_->set_replaying(false);
+  runtime::log::info("task {}: replayed recovered input channel state", wiring_.name);
   co_return io::result<void>();
 }
 
@@ -217,7 +288,7 @@ rt::task<io::result<void>> stream_task::handle_mailbox() {
       io::result<void> r = co_await built_.output_->commit(c->id);
       if (!r) co_return r;
     } else if (auto* a = std::get_if<abort_msg>(&m)) {
-      writer_.abort(a->id, a->reason, a->detail);
+      checkpoint_.abort(a->id, a->reason, a->detail);
       if (handler_) {
         io::result<void> r = co_await perform(handler_->abort(a->id, a->reason, a->detail));
         if (!r) co_return r;
@@ -401,188 +472,56 @@ rt::task<io::result<void>> stream_task::perform(ss::barrier_actions actions) {
       io::result<void> r = co_await snapshot(t->id, t->mode);
       if (!r) co_return r;
     } else if (auto* c = std::get_if<ss::capture_input>(&action)) {
-      io::result<void> r = writer_.add_input(c->id, static_cast<std::uint16_t>(c->gate), c->channel, std::move(c->views));
-      if (!r) runtime::log::debug("task {}: {}", wiring_.name, r.error().message());
+      checkpoint_.capture(c->id, c->channel, std::move(c->views));
     } else if (auto* f = std::get_if<ss::finish_input>(&action)) {
-      io::result<void> r = writer_.finish_input(f->id);
-      if (!r) runtime::log::debug("task {}: {}", wiring_.name, r.error().message());
+      checkpoint_.finish_input(f->id);
     } else if (auto* a = std::get_if<ss::abort_checkpoint>(&action)) {
-      writer_.abort(a->id, a->reason, a->detail);
-      wiring_.coordinator->decline(wiring_.id, a->id, a->reason, a->detail);
-      io::result<void> r = co_await forward_event({bf::gate_event::type::cancellation_marker, a->id}, true, nullptr);
+      io::result<void> r = co_await checkpoint_.decline(a->id, a->reason, a->detail);
       if (!r) co_return r;
     }
   }
   co_return io::result<void>();
 }
 
-rt::task<io::result<void>> stream_task::forward_event(bf::gate_event event, bool priority,
-                                                      std::vector<std::vector<bf::buffer_view>>* overtaken,
-                                                      std::optional<bf::buffer_view>* keep) {
-  bf::result_partition* p = wiring_.partition;
-  if (p == nullptr || p->finished()) co_return io::result<void>();
-  // Barriers and cancellation markers never wait for a data buffer of a backpressured partition.
-  const bool control = event.kind == bf::gate_event::type::barrier || event.kind == bf::gate_event::type::cancellation_marker;
-  bf::local_buffer_pool* pool = priority || control ? &p->priority_event_pool() : &p->pool();
-  std::optional<bf::buffer_view> view = co_await bf::request_event_buffer(pool, event);
-  if (!view) co_return failure("could not get a buffer for an event");
-  if (keep != nullptr) *keep = view->share();
-  for (std::size_t sub = 0; sub < p->subpartitions(); ++sub) {
-    bf::buffer_view share = view->share();
-    if (priority) {
-      std::vector<bf::buffer_view> taken = p->add_priority_event(std::move(share), sub);
-      if (overtaken != nullptr) overtaken->push_back(std::move(taken));
-    } else {
-      p->add_event(std::move(share), sub);
-    }
-  }
-  co_return io::result<void>();
+rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::checkpoint_mode mode) {
+  co_return co_await checkpoint_.take(id, mode, wiring_.storage->checkpoint_dir(id));
 }
 
-rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::checkpoint_mode mode) {
-  runtime::log::debug("task {}: snapshot for checkpoint {} ({})", wiring_.name, id, ss::to_string(mode));
-  const std::string dir = wiring_.storage->checkpoint_dir(id);
-  const bool unaligned = mode == ss::checkpoint_mode::unaligned;
-  // Operator state, in chain order, then the source's position.
+// --- what a checkpoint takes (checkpoint_subject) ---------------------------------------------------
+
+std::vector<ss::operator_snapshot> stream_task::operator_states() {
   std::vector<ss::operator_snapshot> ops;
   for (std::uint32_t i = 0; i < built_.states_.size(); ++i) ops.push_back({i, built_.states_[i]->snapshot_state()});
   if (built_.source_ != nullptr) ops.push_back({source_index, built_.source_->snapshot_state()});
-
-  if (!unaligned) {
-    // Aligned (and at-least-once): everything before the barrier is out; the barrier goes in-band.
-    // Aligned with a timeout into a partition: the barrier may have to overtake the output later,
-    // so it does not wait for the tail's queue either: the queued records are stored (as an
-    // unaligned checkpoint stores them) and go out first after a recovery.
-    auto* backlog = dynamic_cast<backlog_source*>(built_.output_);
-    const bool may_switch = mode == ss::checkpoint_mode::aligned_timeout && wiring_.alignment_timeout.count() > 0 &&
-                            wiring_.partition != nullptr && backlog != nullptr;
-    if (may_switch) {
-      ops.push_back({backlog_index, backlog->backlog_state()});
-    } else if (built_.output_->backlogged()) {
-      io::result<void> drained = co_await built_.output_->drain();
-      if (!drained) co_return drained;
-    }
-    if (built_.output_->is_sink()) {
-      io::result<std::vector<std::byte>> sink = co_await built_.output_->snapshot(id);
-      if (!sink) co_return std::move(sink).error();
-      ops.push_back({sink_index, std::move(sink).value()});
-    }
-    std::optional<bf::buffer_view> barrier;
-    io::result<void> fwd = co_await forward_event({bf::gate_event::type::barrier, id}, false, nullptr,
-                                                  may_switch ? &barrier : nullptr);
-    if (!fwd) co_return fwd;
-    if (barrier && barrier_queued(*barrier)) {
-      // Aligned with a timeout, and the barrier waits behind backpressure: if it is still queued
-      // when the timeout passes, it overtakes the data and this checkpoint stores that data as
-      // output channel state (the consumer then takes the checkpoint unaligned).
-      io::result<void> started = writer_.start(id, dir);
-      if (!started) {
-        runtime::log::info("task {}: checkpoint {}: {}", wiring_.name, id, started.error().message());
-        co_return io::result<void>();
-      }
-      for (ss::operator_snapshot& op : ops) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
-      (void)writer_.finish_input(id);  // the input was aligned: no input channel state
-      watchers_.spawn(switch_after_timeout(id, std::move(*barrier)));
-    } else {
-      io::result<void> started = writer_.start_aligned(id, dir, std::move(ops));
-      if (!started) {
-        runtime::log::info("task {}: checkpoint {}: {}", wiring_.name, id, started.error().message());
-        co_return io::result<void>();
-      }
-    }
-  } else {
-    io::result<void> started = writer_.start(id, dir);
-    if (!started) {
-      runtime::log::info("task {}: checkpoint {}: {}", wiring_.name, id, started.error().message());
-      co_return io::result<void>();
-    }
-    std::vector<std::vector<bf::buffer_view>> overtaken;
-    io::result<void> fwd = co_await forward_event({bf::gate_event::type::barrier, id}, true, &overtaken);
-    if (!fwd) co_return fwd;
-    for (std::size_t sub = 0; sub < overtaken.size(); ++sub) {
-      if (!overtaken[sub].empty()) (void)writer_.add_output(id, 0, static_cast<std::uint32_t>(sub), std::move(overtaken[sub]));
-    }
-    // The unread rest of the buffer being processed is in-flight input.
-    if (current_channel_) {
-      bf::record_deserializer::unconsumed_part rest = deserializers_[*current_channel_].unconsumed();
-      if (rest.spanning) {
-        writer_.abort(id, ss::abort_reason::declined, "a record spanning buffers was half read at the barrier");
-        wiring_.coordinator->decline(wiring_.id, id, ss::abort_reason::declined,
-                                     "a record spanning buffers was half read at the barrier");
-        co_return io::result<void>();
-      }
-      if (rest.rest) {
-        std::vector<bf::buffer_view> views;
-        views.push_back(std::move(*rest.rest));
-        (void)writer_.add_input(id, 0, *current_channel_, std::move(views));
-      }
-    }
-    // Records the chain produced that are not out yet (in the partition, or written by the sink):
-    // they come after the barrier, but belong before it; recovery sends or writes them first. So a
-    // slow sink does not hold the checkpoint up.
-    if (built_.output_->is_sink()) {
-      io::result<std::vector<std::byte>> sink = co_await built_.output_->snapshot(id);
-      if (!sink) co_return std::move(sink).error();
-      ops.push_back({sink_index, std::move(sink).value()});
-    }
-    if (auto* tail = dynamic_cast<backlog_source*>(built_.output_)) ops.push_back({backlog_index, tail->backlog_state()});
-    for (ss::operator_snapshot& op : ops) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
-    (void)writer_.finish_output(id);
-    if (wiring_.gate == nullptr) (void)writer_.finish_input(id);
-  }
-  watchers_.spawn(watch(id));
-  co_return io::result<void>();
+  return ops;
 }
 
-bool stream_task::barrier_queued(const bf::buffer_view& barrier) const {
-  for (std::size_t sub = 0; sub < wiring_.partition->subpartitions(); ++sub) {
-    if (wiring_.partition->event_queued(barrier, sub)) return true;
-  }
-  return false;
+rt::task<io::result<std::vector<std::byte>>> stream_task::sink_state(ss::checkpoint_id id) {
+  co_return co_await built_.output_->snapshot(id);
 }
 
-// An aligned-with-timeout barrier still queued in the output when the alignment timeout (counted
-// from when this task sent it) passes becomes a priority event; the data it overtakes is output
-// channel state of the checkpoint. Checked every millisecond until then.
-rt::task<void> stream_task::switch_after_timeout(ss::checkpoint_id id, bf::buffer_view barrier) {
-  const auto deadline = std::chrono::steady_clock::now() + wiring_.alignment_timeout;
-  while (barrier_queued(barrier) && std::chrono::steady_clock::now() < deadline) {
-    const bool slept = co_await rt::sleep_for(std::chrono::milliseconds(1));
-    if (!slept) co_return;  // the task is stopping
-  }
-  bf::result_partition& p = *wiring_.partition;
-  std::uint64_t switched = 0;
-  for (std::size_t sub = 0; sub < p.subpartitions(); ++sub) {
-    std::optional<std::vector<bf::buffer_view>> overtaken = p.promote_event(barrier, sub);
-    if (!overtaken) continue;
-    ++switched;
-    if (!overtaken->empty()) (void)writer_.add_output(id, 0, static_cast<std::uint32_t>(sub), std::move(*overtaken));
-  }
-  if (switched > 0) {
-    runtime::log::debug("task {}: checkpoint {}: barrier overtook the output of {} channels after the alignment timeout",
-                        wiring_.name, id, switched);
-  }
-  (void)writer_.finish_output(id);
+std::optional<std::vector<std::byte>> stream_task::output_backlog() const {
+  const auto* tail = dynamic_cast<const backlog_source*>(built_.output_);
+  if (tail == nullptr) return std::nullopt;
+  return tail->backlog_state();
 }
 
-rt::task<void> stream_task::watch(ss::checkpoint_id id) {
-  const auto started = std::chrono::steady_clock::now();
-  ss::checkpoint_outcome outcome = co_await writer_.result(id);
-  runtime::log::debug("task {}: checkpoint {} state {} after {} us", wiring_.name, id,
-                      outcome.completed() ? "durable" : "aborted",
-                      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count());
-  if (outcome.completed()) {
-    ss::task_checkpoint_stats stats;
-    stats.operator_state_bytes = outcome.operator_state_bytes;
-    stats.channel_state_bytes = outcome.channel_state_bytes;
-    stats.write_duration = std::chrono::steady_clock::now() - started;
-    if (handler_ && handler_->last_stats() && handler_->last_stats()->id == id) {
-      stats.alignment_duration = handler_->last_stats()->alignment_duration();
+// Per channel: a half-read record (its first part is in no buffer any more), or the unread rest of
+// the buffer being processed; a record is half read only once its buffer is used up.
+std::vector<ss::checkpoint_subject::unconsumed_input> stream_task::unconsumed() {
+  std::vector<unconsumed_input> out;
+  for (std::uint32_t c = 0; c < deserializers_.size(); ++c) {
+    const bf::record_deserializer& des = deserializers_[c];
+    unconsumed_input in;
+    in.channel = c;
+    if (des.has_partial_record()) {
+      in.partial = des.partial_record();
+    } else if (current_channel_ == c) {
+      in.rest = des.unconsumed().rest;
     }
-    wiring_.coordinator->acknowledge(wiring_.id, id, std::move(stats));
-  } else if (outcome.reason != ss::abort_reason::coordinator && outcome.reason != ss::abort_reason::cancelled) {
-    wiring_.coordinator->decline(wiring_.id, id, outcome.reason, outcome.detail);
+    if (!in.partial.empty() || in.rest) out.push_back(std::move(in));
   }
+  return out;
 }
 
 }  // namespace sluice::dataflow::detail

@@ -1,7 +1,7 @@
 #pragma once
-// stream_task: one task of a job, a coroutine on one executor running a mailbox loop (DESIGN.md
-// invariants 1, 4, 5, 8). Everything the task owns (its gate, partition, barrier handler,
-// channel-state writer, operators) is touched only here.
+// stream_task: one task of a job, a coroutine on one executor running a mailbox loop (invariants 1,
+// 4, 5, 8). Everything the task owns (its gate, partition, barrier handler, checkpoint side,
+// operators) is touched only here.
 //
 // The loop, each turn:
 //   1. control messages (the mailbox): trigger (sources), complete (sinks commit), abort, finish;
@@ -11,13 +11,13 @@
 //      unaligned barrier must not wait behind backpressure), control messages, or a free buffer;
 //   4. otherwise it takes the next gate item, hands it to the barrier handler and carries out the
 //      actions (snapshot, capture, finish, abort) before it uses the item.
-// A checkpoint: aligned ones drain the output, send the barrier in-band and give the writer the
-// operator state only; unaligned ones send a priority barrier, persist the output it overtook, the
-// unread rest of the current input buffer, the records queued in the tail (operator index
-// backlog_index) and then every input buffer the handler captures. A watcher acknowledges or
-// declines the checkpoint when the writer's result is in.
-// Recovery (before the loop): operator state restored, the sink recovered, recovered output channel
-// state and backlog re-sent first, recovered input channel state processed before any new input.
+// A checkpoint's choreography is snapshot::task_checkpoint's; the task lends it a checkpoint_subject
+// view: operator states, the sink's state, the output backlog, and the unconsumed input.
+// Recovery: operator state is restored first (restore_operators(), before any task of the job runs,
+// so a checkpoint that cannot be restored is found before anything is published); then, in run(),
+// the sink recovers, recovered output channel state (raw stream bytes) and the backlog are re-sent
+// first, and recovered input channel state is processed before any new input, its trailing half
+// record left in the channel's deserializer for the live channel to complete.
 
 #include <sluice/buffers/input_gate.hpp>
 #include <sluice/buffers/record_deserializer.hpp>
@@ -31,6 +31,7 @@
 #include <sluice/snapshot/checkpoint_storage.hpp>
 #include <sluice/snapshot/coordinator.hpp>
 #include <sluice/snapshot/state_file_reader.hpp>
+#include <sluice/snapshot/task_checkpoint.hpp>
 
 #include <deque>
 #include <functional>
@@ -41,11 +42,6 @@
 #include <vector>
 
 namespace sluice::dataflow::detail {
-
-// Operator indices of the state file beyond the chain's operators (which are 0, 1, ...).
-inline constexpr std::uint32_t source_index = 1000;
-inline constexpr std::uint32_t sink_index = 1001;
-inline constexpr std::uint32_t backlog_index = 1002;
 
 // What the job runner hears from its tasks (posted to the runner's executor).
 class task_listener {
@@ -70,12 +66,17 @@ struct task_wiring {
   buffers::input_gate* gate = nullptr;              // none for a source
   buffers::result_partition* partition = nullptr;   // none for a sink stage
   const snapshot::task_state* recovered = nullptr;  // none on a fresh start
+  std::size_t max_record_bytes = buffers::default_max_record_bytes;
 };
 
-class stream_task final : public snapshot::checkpoint_participant {
+class stream_task final : public snapshot::checkpoint_participant, private snapshot::checkpoint_subject {
  public:
   stream_task(task_wiring wiring, task_builder built);
   ~stream_task() override;
+
+  // Restores the operators' and the source's state from wiring.recovered (nothing on a fresh
+  // start); on the task's executor, before run(). The error says why the state does not restore.
+  std::optional<std::string> restore_operators();
 
   // The mailbox loop; runs on the task's executor until the task ends.
   runtime::task<void> run();
@@ -120,12 +121,17 @@ class stream_task final : public snapshot::checkpoint_participant {
   runtime::task<io::result<void>> handle_item(buffers::gate_item item);
   runtime::task<io::result<void>> perform(snapshot::barrier_actions actions);
   runtime::task<io::result<void>> snapshot(snapshot::checkpoint_id id, snapshot::checkpoint_mode mode);
-  runtime::task<void> watch(snapshot::checkpoint_id id);
-  runtime::task<io::result<void>> forward_event(buffers::gate_event event, bool priority,
-                                               std::vector<std::vector<buffers::buffer_view>>* overtaken,
-                                               std::optional<buffers::buffer_view>* keep = nullptr);
-  bool barrier_queued(const buffers::buffer_view& barrier) const;
-  runtime::task<void> switch_after_timeout(snapshot::checkpoint_id id, buffers::buffer_view barrier);
+  runtime::task<io::result<void>> resend_output(const snapshot::task_state& state);
+  runtime::task<io::result<void>> replay_input(const snapshot::task_state& state);
+
+  // checkpoint_subject
+  std::vector<snapshot::operator_snapshot> operator_states() override;
+  bool is_sink() const noexcept override { return built_.output_->is_sink(); }
+  runtime::task<io::result<std::vector<std::byte>>> sink_state(snapshot::checkpoint_id id) override;
+  std::optional<std::vector<std::byte>> output_backlog() const override;
+  bool output_backlogged() const noexcept override { return built_.output_->backlogged(); }
+  runtime::task<io::result<void>> drain_output() override { return built_.output_->drain(); }
+  std::vector<unconsumed_input> unconsumed() override;
   runtime::task<io::result<void>> wait_for_work();
   void process_records();
   template <class F>
@@ -135,7 +141,7 @@ class stream_task final : public snapshot::checkpoint_participant {
 
   task_wiring wiring_;
   task_builder built_;
-  snapshot::channel_state_writer writer_;
+  snapshot::task_checkpoint checkpoint_;
   std::optional<snapshot::barrier_handler> handler_;
   std::vector<buffers::record_deserializer> deserializers_;  // per input channel
   std::optional<std::uint32_t> current_channel_;               // whose buffer is being read
@@ -149,7 +155,6 @@ class stream_task final : public snapshot::checkpoint_participant {
   bool data_end_reported_ = false;
   std::deque<message> mailbox_;
   runtime::event wake_;
-  runtime::scope watchers_;
   std::uint64_t records_in_ = 0;
 };
 

@@ -9,6 +9,7 @@
 
 #include <support/temp_dir.hpp>
 
+#include "crash_support.hpp"
 #include "join_support.hpp"
 #include "wordcount_support.hpp"
 
@@ -37,6 +38,7 @@ using sluice::test::write_corpus_file;
 using sluice::test::published_lines;
 using sluice::test::nested_loop_join;
 using sluice::test::write_join_file;
+using sluice::test::crash_report;
 
 namespace {
 
@@ -45,13 +47,8 @@ namespace {
 
 enum class sample { wordcount, join };
 
-// The job in a child process; returns its pid. The child never returns into the test.
-pid_t start_job(const temp_dir& dir, checkpoint_mode mode, const std::string& transport,
-                sample which = sample::wordcount) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int code = 1;
-  try {
+std::function<int()> job_of(const temp_dir& dir, checkpoint_mode mode, const std::string& transport, sample which) {
+  return [&dir, mode, transport, which] {
     job_builder job(which == sample::join ? "join" : "wordcount");
     if (which == sample::join) {
       build_join(job, {dir.file("left.csv"), dir.file("right.csv"), dir.file("out"), 2, 500, {}});
@@ -65,51 +62,22 @@ pid_t start_job(const temp_dir& dir, checkpoint_mode mode, const std::string& tr
     settings.alignment_timeout = std::chrono::milliseconds(2);
     settings.transport = transport;
     settings.handle_signals = false;
-    code = run_job(job, settings).exit_code;
-  } catch (...) {
-    code = 3;
-  }
-  ::_exit(code);
+    return run_job(job, settings).exit_code;
+  };
 }
 
-struct crash_report {
-  int kills = 0;
-  int exit_code = -1;
-};
+pid_t start_job(const temp_dir& dir, checkpoint_mode mode, const std::string& transport,
+                sample which = sample::wordcount) {
+  return sluice::test::start_child(job_of(dir, mode, transport, which));
+}
 
 crash_report run_until_done(const temp_dir& dir, checkpoint_mode mode, const std::string& transport,
                             std::uint64_t seed, sample which = sample::wordcount) {
-  std::mt19937_64 rng(seed);
-  int max_delay_ms = 250;
-  crash_report report;
-  for (int attempt = 0; attempt < 40; ++attempt) {
-    const pid_t pid = start_job(dir, mode, transport, which);
-    REQUIRE(pid > 0);
-    // Eight kills at random moments; then it runs to the end, so the test always finishes.
-    const bool kill_it = report.kills < 8;
-    const auto delay = std::chrono::milliseconds(std::uniform_int_distribution<int>(1, max_delay_ms)(rng));
-    const auto deadline = std::chrono::steady_clock::now() + (kill_it ? delay : std::chrono::milliseconds(120'000));
-    int status = 0;
-    pid_t done = 0;
-    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (done == pid && kill_it && report.kills == 0) {
-      // It finished before its first kill (a fast build): start over from nothing, killing sooner.
-      std::filesystem::remove_all(dir.file("out"));
-      std::filesystem::remove_all(dir.file("checkpoints"));
-      max_delay_ms = std::max(2, max_delay_ms / 2);
-      continue;
-    }
-    if (done == pid) {
-      report.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      return report;
-    }
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    ++report.kills;
-  }
-  return report;
+  const auto reset = [&dir] {
+    std::filesystem::remove_all(dir.file("out"));
+    std::filesystem::remove_all(dir.file("checkpoints"));
+  };
+  return sluice::test::run_until_done(job_of(dir, mode, transport, which), reset, seed);
 }
 
 }  // namespace

@@ -168,13 +168,14 @@ TEST_CASE("a line longer than max_line_bytes is an error naming the file and off
   const auto out = sync_wait(read_lines(path, 0, SIZE_MAX, 100));
   CHECK(out.lines == std::vector<std::string>{"ok", std::string(100, 'y')});
   REQUIRE(out.error);
-  CHECK(*out.error == "read line file '" + path + "': the line at offset 104 is longer than 100 bytes");
+  const std::string limit = " bytes, the job's maximum record size (job_settings::max_record_bytes, --max-record-bytes)";
+  CHECK(*out.error == "read line file '" + path + "': the line at offset 104 is longer than 100" + limit);
 
   // Also when the over-long line is the last one, without a newline, spread over chunks.
   write_file(path, std::string(2 * line_file_reader::chunk_bytes, 'w'));
   const auto tail = sync_wait(read_lines(path, 0, SIZE_MAX, line_file_reader::chunk_bytes));
   REQUIRE(tail.error);
-  CHECK(*tail.error == "read line file '" + path + "': the line at offset 0 is longer than 65536 bytes");
+  CHECK(*tail.error == "read line file '" + path + "': the line at offset 0 is longer than 65536" + limit);
 }
 
 TEST_CASE("a missing file is an error naming the path", "[line_file_reader]") {

@@ -66,6 +66,10 @@ class task_builder {
   // The gate's channels per input stage, in the order of stage_def::upstreams: channels
   // [sum of the earlier counts, + input_channels()[i]) come from input i.
   const std::vector<std::size_t>& input_channels() const noexcept { return input_channels_; }
+  // The job's maximum record size (job_settings::max_record_bytes): sources that read records of
+  // their own length (lines) refuse longer ones.
+  std::size_t max_record_bytes() const noexcept { return max_record_bytes_; }
+  void set_max_record_bytes(std::size_t bytes) noexcept { max_record_bytes_ = bytes; }
 
   // What the task takes over.
   std::vector<std::unique_ptr<chain_part>> parts_;
@@ -82,6 +86,7 @@ class task_builder {
   buffers::result_partition* partition_;
   std::size_t downstream_parallelism_;
   std::vector<std::size_t> input_channels_;
+  std::size_t max_record_bytes_ = std::size_t{16} << 20;
 };
 
 struct stage_def {

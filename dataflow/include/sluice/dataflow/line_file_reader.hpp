@@ -39,7 +39,7 @@ namespace sluice::dataflow {
 class line_file_reader {
  public:
   static constexpr std::size_t chunk_bytes = 64 * 1024;
-  static constexpr std::size_t default_max_line_bytes = 1024 * 1024;
+  static constexpr std::size_t default_max_line_bytes = std::size_t{16} << 20;  // as job_settings::max_record_bytes
 
   // Opens `path` and positions the reader at `start_offset_bytes`, which must be the start of a
   // line (0, or an offset_bytes() of an earlier reader of the same file).

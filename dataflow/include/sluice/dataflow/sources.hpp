@@ -25,8 +25,9 @@ class line_source final : public source_head {
  public:
   using time_fn = std::function<std::uint64_t(std::string_view)>;
   line_source(std::string path, std::size_t subtask, std::size_t parallelism, collector<std::string>& out,
-              time_fn time = {})
-      : path_(std::move(path)), subtask_(subtask), parallelism_(parallelism), out_(&out), time_(std::move(time)) {}
+              time_fn time = {}, std::size_t max_line_bytes = line_file_reader::default_max_line_bytes)
+      : path_(std::move(path)), subtask_(subtask), parallelism_(parallelism), out_(&out), time_(std::move(time)),
+        max_line_bytes_(max_line_bytes) {}
 
   runtime::task<io::result<void>> open() override;
   runtime::task<io::result<source_status>> produce(std::size_t max_records) override;
@@ -40,6 +41,7 @@ class line_source final : public source_head {
   std::size_t parallelism_;
   collector<std::string>* out_;
   time_fn time_;
+  std::size_t max_line_bytes_;
   std::optional<std::uint64_t> latest_time_;  // with time_: the latest line's
   std::optional<line_file_reader> reader_;
   std::optional<std::uint64_t> restored_offset_;
@@ -51,8 +53,9 @@ class line_source final : public source_head {
 class indexed_line_source final : public source_head {
  public:
   static constexpr std::uint64_t watermark_every = 256;
-  indexed_line_source(std::string path, collector<std::pair<std::uint64_t, std::string>>& out)
-      : path_(std::move(path)), out_(&out) {}
+  indexed_line_source(std::string path, collector<std::pair<std::uint64_t, std::string>>& out,
+                      std::size_t max_line_bytes = line_file_reader::default_max_line_bytes)
+      : path_(std::move(path)), out_(&out), max_line_bytes_(max_line_bytes) {}
 
   runtime::task<io::result<void>> open() override;
   runtime::task<io::result<source_status>> produce(std::size_t max_records) override;
@@ -63,6 +66,7 @@ class indexed_line_source final : public source_head {
  private:
   std::string path_;
   collector<std::pair<std::uint64_t, std::string>>* out_;
+  std::size_t max_line_bytes_;
   std::optional<line_file_reader> reader_;
   std::uint64_t offset_ = 0;
   std::uint64_t next_index_ = 0;
