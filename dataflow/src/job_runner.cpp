@@ -6,6 +6,7 @@
 #include <sluice/buffers/record_framing.hpp>
 #include <sluice/buffers/segment.hpp>
 #include <sluice/buffers/tcp_transport.hpp>
+#include <sluice/dataflow/job_fingerprint.hpp>
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/log.hpp>
@@ -61,8 +62,8 @@ struct stage_shape {
 
 class runner final : public detail::task_listener {
  public:
-  runner(job_builder& job, job_settings settings, rt::engine& eng, bf::network_memory& memory)
-      : job_(job), settings_(std::move(settings)), engine_(eng), memory_(memory) {}
+  runner(job_builder& job, job_settings settings, rt::engine& eng, bf::network_memory& memory, job_fingerprint identity)
+      : job_(job), settings_(std::move(settings)), engine_(eng), memory_(memory), identity_(std::move(identity)) {}
 
   rt::task<job_result> run();
 
@@ -113,6 +114,7 @@ class runner final : public detail::task_listener {
   job_settings settings_;
   rt::engine& engine_;
   bf::network_memory& memory_;
+  job_fingerprint identity_;  // job_fingerprint.hpp
   std::optional<ss::checkpoint_storage> storage_;
   std::optional<ss::coordinator> coordinator_;
   std::vector<stage_shape> shapes_;
@@ -433,6 +435,12 @@ rt::task<job_result> runner::run() {
       co_return result;
     }
     plan.emplace(std::move(planned).value());
+    // A checkpoint of another job or other arguments is refused before any task exists.
+    if (std::optional<std::string> refused = resume_refusal(identity_, *plan, settings_.checkpoint_dir)) {
+      result.exit_code = 2;
+      result.message = std::move(*refused);
+      co_return result;
+    }
     ss::coordinator_options copts;
     copts.interval = settings_.checkpoint_interval;
     copts.min_pause = settings_.checkpoint_interval / 2;
@@ -442,6 +450,7 @@ rt::task<job_result> runner::run() {
     copts.first_checkpoint_id = plan->next_checkpoint_id;
     copts.verify_state_files = false;
     copts.on_checkpoint_end = settings_.on_checkpoint;
+    copts.job_metadata = fingerprint_metadata(identity_);
     coordinator_.reset();
     coordinator_.emplace(engine_.at(0), *storage_, copts);
     for (task_slot& slot : slots_) {
@@ -517,6 +526,13 @@ job_result run_job(job_builder& job, job_settings settings) {
   if (settings.transport != "local" && settings.transport != "tcp") {
     throw std::invalid_argument("job settings: transport must be local or tcp, not '" + settings.transport + "'");
   }
+  // The job's identity, before any executor runs (it reads every input, blocking).
+  job_fingerprint identity;
+  try {
+    identity = fingerprint_job(job);
+  } catch (const job_refused& e) {
+    return job_result{.exit_code = e.exit_code(), .message = e.what(), .resumed_from = {}, .final = {}};
+  }
   // Start-up, before any executor runs: the checkpoint directory and its parents.
   std::error_code made;
   std::filesystem::create_directories(settings.checkpoint_dir, made);
@@ -543,7 +559,7 @@ job_result run_job(job_builder& job, job_settings settings) {
   {
     rt::engine eng({.executors = settings.executors, .handle_signals = settings.handle_signals});
     const std::stop_token stop = settings.stop;
-    auto r = std::make_unique<runner>(job, std::move(settings), eng, memory);
+    auto r = std::make_unique<runner>(job, std::move(settings), eng, memory, std::move(identity));
     {
       std::stop_callback on_stop(stop, [&eng] { eng.request_stop(); });
       result = eng.block_on(r->run());

@@ -6,6 +6,8 @@
 
 #include <sluice/dataflow/line_file_reader.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -19,6 +21,31 @@ namespace {
 std::string quoted(const std::string& path) { return "'" + path + "'"; }
 
 }  // namespace
+
+std::optional<std::string> not_replayable(const std::string& path, unsigned mode) {
+  if (S_ISREG(mode)) return std::nullopt;
+  const char* kind = "not a regular file";
+  const char* fix = "save it to a regular file first";
+  if (S_ISFIFO(mode)) {
+    kind = "a pipe or FIFO";
+    fix = "save the stream to a file first";
+  } else if (S_ISSOCK(mode)) {
+    kind = "a socket";
+    fix = "save the stream to a file first";
+  } else if (S_ISCHR(mode)) {
+    kind = "a character device";
+    fix = "save the stream to a file first";
+  } else if (S_ISBLK(mode)) {
+    kind = "a block device";
+    fix = "copy it to a file first";
+  } else if (S_ISDIR(mode)) {
+    kind = "a directory";
+    fix = "name a file, not a directory";
+  }
+  return "input " + quoted(path) + " is " + kind +
+         ": exactly-once needs a replayable source (a regular file that can be read again from a checkpointed "
+         "offset); " + fix;
+}
 
 line_file_reader::line_file_reader(io::file f, std::uint64_t start_offset_bytes, std::uint64_t file_size_bytes,
                                    std::size_t max_line_bytes)
@@ -35,6 +62,12 @@ runtime::task<io::result<line_file_reader>> line_file_reader::open(std::string p
   auto opened = co_await io::file::open(path, io::open_options::read_only());
   if (!opened) co_return std::move(opened).error();
   io::file f = std::move(opened).value();
+  struct ::stat st {};
+  if (::fstat(f.fd(), &st) == 0) {
+    if (std::optional<std::string> why = not_replayable(path, st.st_mode)) {
+      co_return io::error(std::make_error_code(std::errc::invalid_argument), "open line file: " + *why);
+    }
+  }
   const auto size = f.size();
   if (!size) co_return size.error();
   if (*size < start_offset_bytes) {

@@ -137,29 +137,34 @@ void indexed_line_source::restore_state(std::span<const std::byte> bytes) {
 }
 
 // --- job_builder -----------------------------------------------------------------------------------
+// Each source names its kind in the stage's identity and its file in stage_def::inputs (whose size
+// and CRC32C the job's fingerprint records).
 
 stream<std::string> job_builder::read_lines(std::string name, std::string path, std::size_t parallelism) {
   const std::size_t stage = add_stage(std::move(name), parallelism, {});
+  stages_[stage].inputs.push_back(path);
   return stream<std::string>(this, stage, [path](task_builder& b, collector<std::string>& down) {
     b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down, line_source::time_fn{}, b.max_record_bytes()));
-  });
+  }, {"source=read_lines"});
 }
 
 stream<std::string> job_builder::read_timed_lines(std::string name, std::string path, std::size_t parallelism,
                                                   std::function<std::uint64_t(std::string_view)> time) {
   if (!time) throw std::invalid_argument("read_timed_lines: a time function is required");
   const std::size_t stage = add_stage(std::move(name), parallelism, {});
+  stages_[stage].inputs.push_back(path);
   return stream<std::string>(this, stage, [path, time](task_builder& b, collector<std::string>& down) {
     b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down, time, b.max_record_bytes()));
-  });
+  }, {"source=read_timed_lines"});
 }
 
 stream<std::pair<std::uint64_t, std::string>> job_builder::read_indexed_lines(std::string name, std::string path) {
   const std::size_t stage = add_stage(std::move(name), 1, {});
+  stages_[stage].inputs.push_back(path);
   return stream<std::pair<std::uint64_t, std::string>>(
       this, stage, [path](task_builder& b, collector<std::pair<std::uint64_t, std::string>>& down) {
         b.set_source(b.make<indexed_line_source>(path, down, b.max_record_bytes()));
-      });
+      }, {"source=read_indexed_lines"});
 }
 
 }  // namespace sluice::dataflow

@@ -94,9 +94,10 @@ stream<T> job_builder::generate(std::string name, std::size_t parallelism, std::
                                 std::function<T(std::uint64_t)> make, double records_per_second) {
   if (!make) throw std::invalid_argument("generate: a make function is required");
   const std::size_t stage = add_stage(std::move(name), parallelism, {});
+  // (The rate is not identity: it changes when records come, not which.)
   return stream<T>(this, stage, [count, make, records_per_second](task_builder& b, collector<T>& down) {
     b.set_source(b.make<generator_source<T>>(b.subtask(), b.parallelism(), count, records_per_second, make, down));
-  });
+  }, {"source=generate", "generate.count=" + std::to_string(count)});
 }
 
 // The tail of stream::print(): lines to standard output, outside checkpoints.
@@ -133,6 +134,7 @@ void stream<T>::print(std::function<std::string(const T&)> format, int fd) const
   attach_fn attach = attach_;
   stage_def& stage = job_->stages()[stage_];
   stage.sink = true;
+  close_identity({"sink=print"});
   stage.build = [attach, format, fd](task_builder& b) {
     auto& tail = b.make<stdout_tail<T>>(format, fd);
     b.set_output(tail);

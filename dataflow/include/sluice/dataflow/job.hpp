@@ -16,6 +16,12 @@
 //   job_result r = run_job(job, settings);   // job_runner.hpp
 //
 // Records crossing a stage boundary need a codec (buffers/codec.hpp).
+//
+// Identity: every call of the typed API also records what it adds as "key=value" entries
+// ("op=flat_map", "window.size=1000", "output=key_by", "write_lines.dir=/data/out"), kept in the
+// stream and stored in its stage when a tail closes the chain (stage_def::identity); sources also
+// name the files they read (stage_def::inputs). job_fingerprint.hpp turns them into the job's
+// fingerprint, which every checkpoint carries. stream::identify() records a parameter of your own.
 
 #include <sluice/buffers/codec.hpp>
 #include <sluice/dataflow/operators.hpp>
@@ -97,7 +103,17 @@ struct stage_def {
   std::vector<std::size_t> upstreams;
   std::function<void(task_builder&)> build;  // set when the stage's chain is closed by its tail
   bool sink = false;
+  // The chain's identity entries, head to tail ("source=read_lines", "op=map", "output=key_by"),
+  // set with `build`; and the files its source reads, as given.
+  std::vector<std::string> identity;
+  std::vector<std::string> inputs;
 };
+
+namespace detail {
+// An output directory as identity: absolute and lexically normal (no I/O), so the same directory
+// named from another working directory or with a trailing '/' is recognised. job_fingerprint.cpp.
+std::string identity_path(const std::string& dir);
+}  // namespace detail
 
 // A stable 64-bit hash of a key's encoding (FNV-1a), the same in every run.
 template <class K>
@@ -144,9 +160,10 @@ class job_builder {
 
   const std::string& name() const noexcept { return name_; }
   std::vector<stage_def>& stages() noexcept { return stages_; }
+  const std::vector<stage_def>& stages() const noexcept { return stages_; }
   std::size_t add_stage(std::string name, std::size_t parallelism, std::vector<std::size_t> upstreams) {
     if (parallelism == 0) throw std::invalid_argument("stage '" + name + "': parallelism must be at least 1");
-    stages_.push_back(stage_def{std::move(name), parallelism, std::move(upstreams), {}, false});
+    stages_.push_back(stage_def{std::move(name), parallelism, std::move(upstreams), {}, false, {}, {}});
     return stages_.size() - 1;
   }
 
@@ -159,14 +176,16 @@ template <class T>
 class stream {
  public:
   using attach_fn = std::function<void(task_builder&, collector<T>&)>;
-  stream(job_builder* job, std::size_t stage, attach_fn attach) : job_(job), stage_(stage), attach_(std::move(attach)) {}
+  // `identity`: the chain's identity entries so far (see the top of this file).
+  stream(job_builder* job, std::size_t stage, attach_fn attach, std::vector<std::string> identity = {})
+      : job_(job), stage_(stage), attach_(std::move(attach)), identity_(std::move(identity)) {}
 
   template <class U>
   stream<U> map(std::function<U(const T&)> fn) const {
     attach_fn parent = attach_;
     return stream<U>(job_, stage_, [parent, fn](task_builder& b, collector<U>& down) {
       parent(b, b.make<map_op<T, U>>(fn, down));
-    });
+    }, identity_with("op=map"));
   }
   // map() for a function written in blocking style: it may call runtime::await(...) (fiber.hpp),
   // for a lookup in a service or a file, say. The stage's operators then run on a fiber: while one
@@ -179,24 +198,30 @@ class stream {
     return stream<U>(job_, stage_, [parent, fn](task_builder& b, collector<U>& down) {
       b.run_on_fiber();
       parent(b, b.make<map_op<T, U>>(fn, down));
-    });
+    }, identity_with("op=map_blocking"));
   }
   stream<T> filter(std::function<bool(const T&)> keep) const {
     attach_fn parent = attach_;
     return stream<T>(job_, stage_, [parent, keep](task_builder& b, collector<T>& down) {
       parent(b, b.make<filter_op<T>>(keep, down));
-    });
+    }, identity_with("op=filter"));
   }
   template <class U>
   stream<U> flat_map(std::function<void(const T&, emitter<U>&)> fn) const {
     attach_fn parent = attach_;
     return stream<U>(job_, stage_, [parent, fn](task_builder& b, collector<U>& down) {
       parent(b, b.make<flat_map_op<T, U>>(fn, down));
-    });
+    }, identity_with("op=flat_map"));
   }
   template <class K>
   keyed_stream<K, T> key_by(std::function<K(const T&)> key) const {
     return keyed_stream<K, T>(*this, std::move(key));
+  }
+  // Records a parameter of this chain in the job's identity ("key=value" after the operators so
+  // far), for what the typed API cannot see, such as a threshold inside a filter's function: a run
+  // with another value is then refused to resume this job's checkpoints.
+  stream<T> identify(const std::string& key, const std::string& value) const {
+    return stream<T>(job_, stage_, attach_, identity_with(key + "=" + value));
   }
 
   // Ends the stage with an exactly-once file sink: each task writes lines (format(record)) into
@@ -209,9 +234,11 @@ class stream {
   void print(std::function<std::string(const T&)> format, int fd = 1) const;
 
   // Ends the stage with a partition whose subpartition for a record is route(record, n), n being
-  // the next stage's parallelism.
-  void close_with_partition(std::function<std::size_t(const T&, std::size_t)> route) const {
+  // the next stage's parallelism. `kind` names the exchange in the job's identity ("output=<kind>").
+  void close_with_partition(std::function<std::size_t(const T&, std::size_t)> route,
+                            const std::string& kind = "partition") const {
     attach_fn attach = attach_;
+    close_identity({"output=" + kind});
     job_->stages()[stage_].build = [attach, route](task_builder& b) {
       const std::size_t n = b.downstream_parallelism();
       auto& tail = b.make<partition_tail<T>>(*b.partition(), [route, n](const T& r) { return route(r, n); });
@@ -223,11 +250,25 @@ class stream {
   job_builder* job() const noexcept { return job_; }
   std::size_t stage() const noexcept { return stage_; }
   const attach_fn& attach() const noexcept { return attach_; }
+  const std::vector<std::string>& identity() const noexcept { return identity_; }
 
  private:
+  std::vector<std::string> identity_with(std::string entry) const {
+    std::vector<std::string> out = identity_;
+    out.push_back(std::move(entry));
+    return out;
+  }
+  // A tail closes the chain: the stage's identity is the chain's entries and the tail's.
+  void close_identity(std::vector<std::string> tail) const {
+    std::vector<std::string>& into = job_->stages()[stage_].identity;
+    into = identity_;
+    into.insert(into.end(), tail.begin(), tail.end());
+  }
+
   job_builder* job_;
   std::size_t stage_;
   attach_fn attach_;
+  std::vector<std::string> identity_;
 };
 
 template <class K, class T>
@@ -251,14 +292,16 @@ class keyed_stream {
   // of the next stage.
   void close_by_key() const {
     auto key = key_;
-    up_.close_with_partition([key](const T& r, std::size_t n) { return static_cast<std::size_t>(stable_hash(key(r)) % n); });
+    up_.close_with_partition([key](const T& r, std::size_t n) { return static_cast<std::size_t>(stable_hash(key(r)) % n); },
+                             "key_by");
   }
 
   // A new stage of `parallelism` tasks that takes the records as they come, each key's records at
   // one task: stateless operators chained after it (map, filter, ...) run there.
   stream<T> partition(std::string name, std::size_t parallelism) const {
     const std::size_t stage = exchange(std::move(name), parallelism);
-    return stream<T>(up_.job(), stage, [](task_builder& b, collector<T>& down) { b.set_input(b.make<gate_input<T>>(down)); });
+    return stream<T>(up_.job(), stage, [](task_builder& b, collector<T>& down) { b.set_input(b.make<gate_input<T>>(down)); },
+                     {"op=partition"});
   }
 
   // A new stage of `parallelism` tasks: every record's key folds into its accumulator; at the end of
@@ -273,7 +316,7 @@ class keyed_stream {
       auto& agg = b.make<op>(typename op::functions{key, fold, emit}, down);
       b.add_state(agg);
       b.set_input(b.make<gate_input<T>>(agg));
-    });
+    }, {"op=aggregate"});
   }
 
   // A new stage: tumbling event-time windows of `size` (time(record) is the event time); each
@@ -289,7 +332,7 @@ class keyed_stream {
       auto& win = b.make<op>(size, typename op::functions{time, key, fold, emit}, down);
       b.add_state(win);
       b.set_input(b.make<gate_input<T>>(win));
-    });
+    }, {"op=window", "window.kind=tumbling", "window.size=" + std::to_string(size)});
   }
 
  private:

@@ -4,6 +4,9 @@
 //
 // - Start: if the checkpoint directory holds a valid checkpoint, the job resumes from the newest one
 //   (job_result::resumed_from; the reason for any newer one skipped is logged); else it starts fresh.
+//   A checkpoint whose job fingerprint differs from this run's (another job, graph, parallelism or
+//   input), or that records none, is refused before any task starts: exit code 2, the message names
+//   each difference (job_fingerprint.hpp). So is an input that is not a regular file.
 // - Placement: task t (numbered stage by stage, subtask by subtask: the same numbers every run) runs
 //   on executor t mod executors; everything of a task stays there.
 // - Channels between stages are local channels, or loopback TCP (one transport per executor) with

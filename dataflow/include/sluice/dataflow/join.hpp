@@ -138,11 +138,12 @@ stream<Out> keyed_stream<K, T>::window_join(const keyed_stream<K, R>& right, std
   right.close_by_key();
   using op = tumbling_window_join<K, T, R, Out>;
   typename op::functions fns{std::move(left_time), std::move(right_time), key_, right.key(), std::move(emit)};
+  // Identity: the window's size, named as `sluice join --window-ms` names it.
   return stream<Out>(up_.job(), stage, [size, fns](task_builder& b, collector<Out>& down) {
     auto& join = b.make<op>(size, fns, down);
     b.add_state(join);
     b.set_input(b.make<join_input<K, T, R, Out>>(b.input_channels().at(0), join));
-  });
+  }, {"op=window_join", "window_join.kind=tumbling", "window_join.window_ms=" + std::to_string(size)});
 }
 
 }  // namespace sluice::dataflow

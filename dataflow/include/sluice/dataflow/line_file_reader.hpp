@@ -12,6 +12,9 @@
 // Limits and errors (each message names the file and, where it helps, the offset):
 // - A line longer than max_line_bytes is an error, so memory stays bounded (chunk + max line).
 // - A start offset beyond the end of the file (it shrank or was replaced) is an error.
+// - A file that is not a regular file (a pipe, FIFO, socket, device or directory) is an error: its
+//   bytes cannot be read again from an offset (not_replayable() below). run_job refuses such an
+//   input before it starts; this check is for a reader opened directly.
 // - End of file is where the file ended when it was read: a line still being appended by another
 //   process may be returned in two parts; the reader does not follow a growing file.
 //
@@ -35,6 +38,11 @@
 #include <vector>
 
 namespace sluice::dataflow {
+
+// Why an input of file type `mode` (stat's st_mode, after following symlinks) cannot be replayed, as
+// a message naming `path`; nullopt for a regular file. Exactly-once reads an input again from the
+// offset a checkpoint stored, so only a regular file will do.
+std::optional<std::string> not_replayable(const std::string& path, unsigned mode);
 
 class line_file_reader {
  public:

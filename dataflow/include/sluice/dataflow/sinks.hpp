@@ -89,6 +89,8 @@ void stream<T>::write_lines(std::string dir, std::function<std::string(const T&)
   attach_fn attach = attach_;
   stage_def& stage = job_->stages()[stage_];
   stage.sink = true;
+  // (A slow sink's delay is not identity: it changes when lines are written, not which.)
+  close_identity({"sink=write_lines", "write_lines.dir=" + detail::identity_path(dir)});
   stage.build = [attach, dir, format, options](task_builder& b) {
     auto& tail = b.make<file_sink_tail<T>>(dir, b.id(), format, options);
     b.set_output(tail);

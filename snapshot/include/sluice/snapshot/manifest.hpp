@@ -18,6 +18,11 @@
 // '.' or '_'), so a damaged manifest cannot point outside its directory. Job metadata is an opaque,
 // extensible key/value block for whatever a resumed job needs beyond operator state (source offsets
 // live in operator state).
+//
+// The job's fingerprint (what job, graph, parallelism and inputs the checkpoint was taken of) is the
+// metadata entry `job.fingerprint` (its text form, dataflow/job_fingerprint.hpp, as hex). It is
+// optional in the format, so manifests written before it existed still decode: they have no
+// identity, which run_job refuses to resume (it cannot tell whether the checkpoint is this job's).
 
 #include <sluice/io/result.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
@@ -36,6 +41,8 @@ inline constexpr std::size_t max_manifest_bytes = 16u * 1024 * 1024;
 inline constexpr std::size_t max_manifest_name_bytes = 255;
 inline constexpr std::string_view manifest_file_name = "_manifest";
 inline constexpr std::string_view manifest_temp_file_name = "_manifest.tmp";
+// The metadata key of the job's fingerprint (see above).
+inline constexpr std::string_view job_fingerprint_key = "job.fingerprint";
 
 struct manifest_file {
   std::string name;  // "task-2.state"
