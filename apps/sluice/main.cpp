@@ -10,6 +10,7 @@
 //   sluice checkpoints DIR [--json] the checkpoints under DIR, validated, and the resume point
 
 #include "checkpoints_cmd.hpp"
+#include "cli_options.hpp"
 #include "demo.hpp"
 #include "jobs_cmd.hpp"
 
@@ -27,6 +28,7 @@
 #include <fmt/core.h>
 
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -112,7 +114,8 @@ int main(int argc, char** argv) {
   sluice::apps::corpus_cli corpus_opts;
   sluice::apps::add_corpus_options(*corpus, corpus_opts);
 
-  CLI11_PARSE(app, argc, argv);
+  // Every usage error of every command ends here: CLI11's message, exit 2.
+  if (auto done = sluice::apps::parse_command_line(app, argc, argv)) return *done;
 
   if (corpus->parsed()) return sluice::apps::run_corpus(corpus_opts);
 
@@ -127,6 +130,9 @@ int main(int argc, char** argv) {
       try {
         bc.bench->run(common, sluice::bench::reporter{common.json});
         return 0;
+      } catch (const std::invalid_argument& e) {  // the benchmarks' own checks of their options
+        fmt::print(stderr, "sluice bench {}: {}\n", bc.bench->name(), e.what());
+        return sluice::apps::exit_usage;
       } catch (const std::exception& e) {
         fmt::print(stderr, "sluice bench {}: {}\n", bc.bench->name(), e.what());
         return 1;
