@@ -9,6 +9,7 @@
 // was done so far is printed.
 
 #include "demo.hpp"
+#include "cli_options.hpp"
 #include "latency_histogram.hpp"
 
 #include <sluice/io/address.hpp>
@@ -134,14 +135,12 @@ rt::task<double> demo_main(demo_options o, io::address server, std::vector<clien
 }  // namespace
 
 void add_demo_options(CLI::App& command, demo_options& o) {
-  command.add_option("--connections,-c", o.connections, "Client connections")->capture_default_str()->check(
-      CLI::Range(1u, 10000u));
-  command.add_option("--message-bytes", o.message_bytes, "Bytes per message")->capture_default_str()->check(
-      CLI::Range(1u, 1u << 20));
-  command.add_option("--duration-ms,-d", o.duration_ms, "How long the clients run")->capture_default_str();
-  command.add_option("--executors", o.executors, "Executors (threads): the server runs on the last one")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 256u));
+  // Each connection is two descriptors (client and server side) in this one process.
+  add_number_option(command, "--connections,-c", o.connections, "Client connections", 1, 10'000);
+  add_number_option(command, "--message-bytes", o.message_bytes, "Bytes per message", 1, 1u << 20);
+  add_number_option(command, "--duration-ms,-d", o.duration_ms, "How long the clients run", 1, 3'600'000);
+  add_number_option(command, "--executors", o.executors, "Executors (threads): the server runs on the last one", 1,
+                    limits::max_executors);
   command.add_flag("--quiet,-q", o.quiet, "No progress lines, only the summary");
 }
 

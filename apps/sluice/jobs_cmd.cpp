@@ -1,4 +1,5 @@
 #include "jobs_cmd.hpp"
+#include "cli_options.hpp"
 #include "progress.hpp"
 #include "progress_sampler.hpp"
 
@@ -20,20 +21,19 @@ namespace {
 void add_job_options(CLI::App& command, job_cli_options& o) {
   command.add_option("--checkpoint-dir", o.checkpoint_dir, "Where checkpoints go; a valid one there is resumed from")
       ->required();
-  command.add_option("--checkpoint-interval-ms", o.checkpoint_interval_ms, "Between periodic checkpoints")
-      ->capture_default_str()
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{86'400'000}));
+  add_number_option(command, "--checkpoint-interval-ms", o.checkpoint_interval_ms, "Between periodic checkpoints", 1,
+                    limits::max_interval_ms);
   command.add_option("--checkpoint-mode", o.checkpoint_mode, "aligned, unaligned or aligned-timeout")
       ->capture_default_str()
       ->check(CLI::IsMember({"aligned", "unaligned", "aligned-timeout"}));
-  command.add_option("--alignment-timeout-ms", o.alignment_timeout_ms,
-                     "aligned-timeout: alignment longer than this switches the checkpoint to unaligned")
-      ->capture_default_str();
-  command.add_option("--parallelism", o.parallelism, "Tasks per stage")->capture_default_str()->check(CLI::Range(1, 64));
+  add_number_option(command, "--alignment-timeout-ms", o.alignment_timeout_ms,
+                    "aligned-timeout: alignment longer than this switches the checkpoint to unaligned", 0,
+                    limits::max_interval_ms);
+  add_number_option(command, "--parallelism", o.parallelism, "Tasks per stage", 1, limits::max_parallelism);
   command.add_option("--transport", o.transport, "Channels between stages: local or tcp (loopback)")
       ->capture_default_str()
       ->check(CLI::IsMember({"local", "tcp"}));
-  command.add_option("--executors", o.executors, "Executor threads")->capture_default_str()->check(CLI::Range(1u, 64u));
+  add_number_option(command, "--executors", o.executors, "Executor threads", 1, limits::max_executors);
   command.add_flag("--quiet", o.quiet, "No progress line (the final summary is always printed)");
 }
 
@@ -81,8 +81,9 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
 void add_wordcount_options(CLI::App& command, wordcount_cli& o) {
   command.add_option("--input", o.input, "Text file to count the words of")->required()->check(CLI::ExistingFile);
   command.add_option("--output", o.output, "Directory for the published output files ('word count' lines)")->required();
-  command.add_option("--window-lines", o.window_lines,
-                     "Count per tumbling window of N input lines ('window_start word count' lines); 0: totals");
+  add_number_option(command, "--window-lines", o.window_lines,
+                    "Count per tumbling window of N input lines ('window_start word count' lines); 0: totals", 0,
+                    limits::max_lines);
   add_job_options(command, o.job);
 }
 
@@ -124,13 +125,12 @@ void add_join_options(CLI::App& command, join_cli& o) {
   command.add_option("--output", o.output,
                      "Directory for the published output files ('window_start key left_payload right_payload' lines)")
       ->required();
-  command.add_option("--window-ms", o.window_ms, "Tumbling window size in milliseconds")
-      ->required()
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
-  command.add_option("--slow-sink-us", o.slow_sink_us,
-                     "The sink spends at least this long per output line (backpressure, for trying unaligned checkpoints)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{10'000'000}));
+  add_required_number_option(command, "--window-ms", o.window_ms, "Tumbling window size in milliseconds", 1,
+                             limits::max_span_ms);
+  add_number_option(command, "--slow-sink-us", o.slow_sink_us,
+                    "The sink spends at least this long per output line (backpressure, for trying unaligned "
+                    "checkpoints)",
+                    0, limits::max_slow_sink_us);
   add_job_options(command, o.job);
 }
 
@@ -143,10 +143,10 @@ int run_join(const join_cli& o) {
 
 void add_join_input_options(CLI::App& command, join_input_cli& o) {
   command.add_option("--output", o.output, "File to write")->required();
-  command.add_option("--rows", o.rows, "Lines")->capture_default_str();
-  command.add_option("--keys", o.keys, "Distinct keys (k0, k1, ...)")->capture_default_str()->check(CLI::Range(std::uint64_t{1}, UINT64_MAX));
-  command.add_option("--span-ms", o.span_ms, "Timestamps run from 0 to this, evenly")->capture_default_str();
-  command.add_option("--seed", o.seed, "Seed: the same seed gives the same keys")->capture_default_str();
+  add_number_option(command, "--rows", o.rows, "Lines", 0, limits::max_lines);
+  add_number_option(command, "--keys", o.keys, "Distinct keys (k0, k1, ...)", 1, limits::max_lines);
+  add_number_option(command, "--span-ms", o.span_ms, "Timestamps run from 0 to this, evenly", 0, limits::max_span_ms);
+  add_number_option(command, "--seed", o.seed, "Seed: the same seed gives the same keys", 0, UINT64_MAX);
   command.add_option("--prefix", o.prefix, "Payload prefix (payload = prefix + line number)")->capture_default_str();
 }
 
@@ -163,8 +163,8 @@ int run_join_input(const join_input_cli& o) {
 
 void add_corpus_options(CLI::App& command, corpus_cli& o) {
   command.add_option("--output", o.output, "File to write")->required();
-  command.add_option("--lines", o.lines, "Lines of words")->capture_default_str();
-  command.add_option("--seed", o.seed, "Seed: the same seed gives the same corpus")->capture_default_str();
+  add_number_option(command, "--lines", o.lines, "Lines of words", 0, limits::max_lines);
+  add_number_option(command, "--seed", o.seed, "Seed: the same seed gives the same corpus", 0, UINT64_MAX);
 }
 
 int run_corpus(const corpus_cli& o) {

@@ -9,7 +9,9 @@
 //   sluice corpus / sluice join-input   generate inputs for them
 //   sluice checkpoints DIR [--json] the checkpoints under DIR, validated, and the resume point
 
+#include "bench_ranges.hpp"
 #include "checkpoints_cmd.hpp"
+#include "cli_options.hpp"
 #include "demo.hpp"
 #include "jobs_cmd.hpp"
 
@@ -27,7 +29,10 @@
 #include <fmt/core.h>
 
 #include <exception>
+#include <limits>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -39,14 +44,21 @@ struct bench_command {
   CLI::App* command;
 };
 
-void add_bench_option(CLI::App& command, const sluice::bench::option& o) {
+// A number option gets its range from bench_ranges.cpp; one missing there still takes no negative
+// or overflowing number.
+void add_bench_option(CLI::App& command, std::string_view bench, const sluice::bench::option& o) {
   std::visit(
       [&](auto* target) {
         using T = std::remove_pointer_t<decltype(target)>;
         if constexpr (std::is_same_v<T, bool>) {
           command.add_flag(o.flags, *target, o.help);
-        } else {
+        } else if constexpr (std::is_same_v<T, std::string>) {
           command.add_option(o.flags, *target, o.help)->capture_default_str();
+        } else {
+          const auto range = sluice::apps::bench_option_range(bench, o.flags);
+          const T min = range ? static_cast<T>(range->min) : T{0};
+          const T max = range ? static_cast<T>(range->max) : std::numeric_limits<T>::max();
+          sluice::apps::add_number_option(command, o.flags, *target, o.help, min, max);
         }
       },
       o.target);
@@ -75,11 +87,12 @@ int main(int argc, char** argv) {
   std::vector<bench_command> bench_commands;
   for (auto* b : sluice::bench::registered()) {
     CLI::App* command = bench->add_subcommand(std::string(b->name()), std::string(b->description()));
-    command->add_option("--runs", common.runs, "Measurements of figure and baseline each; the median is reported")
-        ->capture_default_str()
-        ->check(CLI::Range(1u, 1000u));
+    sluice::apps::add_number_option(*command, "--runs", common.runs,
+                                    "Measurements of figure and baseline each; the median is reported",
+                                    static_cast<unsigned>(sluice::apps::bench_runs_range.min),
+                                    static_cast<unsigned>(sluice::apps::bench_runs_range.max));
     command->add_flag("--json", common.json, "Print one JSON object per result");
-    for (const auto& o : b->options()) add_bench_option(*command, o);
+    for (const auto& o : b->options()) add_bench_option(*command, b->name(), o);
     bench_commands.push_back({b, command});
   }
 #endif
@@ -112,7 +125,8 @@ int main(int argc, char** argv) {
   sluice::apps::corpus_cli corpus_opts;
   sluice::apps::add_corpus_options(*corpus, corpus_opts);
 
-  CLI11_PARSE(app, argc, argv);
+  // Every usage error of every command ends here: CLI11's message, exit 2.
+  if (auto done = sluice::apps::parse_command_line(app, argc, argv)) return *done;
 
   if (corpus->parsed()) return sluice::apps::run_corpus(corpus_opts);
 
@@ -127,6 +141,9 @@ int main(int argc, char** argv) {
       try {
         bc.bench->run(common, sluice::bench::reporter{common.json});
         return 0;
+      } catch (const std::invalid_argument& e) {  // the benchmarks' own checks of their options
+        fmt::print(stderr, "sluice bench {}: {}\n", bc.bench->name(), e.what());
+        return sluice::apps::exit_usage;
       } catch (const std::exception& e) {
         fmt::print(stderr, "sluice bench {}: {}\n", bc.bench->name(), e.what());
         return 1;
