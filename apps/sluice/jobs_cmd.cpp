@@ -34,6 +34,9 @@ void add_job_options(CLI::App& command, job_cli_options& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"local", "tcp"}));
   add_number_option(command, "--executors", o.executors, "Executor threads", 1, limits::max_executors);
+  add_number_option(command, "--max-record-bytes", o.max_record_bytes,
+                    "The largest record (a line read is one record); a larger one fails the job", 1,
+                    std::uint64_t{1} << 30);
   command.add_flag("--quiet", o.quiet, "No progress line (the final summary is always printed)");
 }
 
@@ -54,6 +57,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
   settings.alignment_timeout = std::chrono::milliseconds(o.alignment_timeout_ms);
   settings.transport = o.transport;
   settings.executors = o.executors;
+  settings.max_record_bytes = static_cast<std::size_t>(o.max_record_bytes);
   // Two threads use `line` and `sampler`, never at once: on_progress runs on the job's executor 0
   // thread, and this thread finishes the line after run_job returned, which it does only once every
   // executor has stopped. So they need no lock.
@@ -68,10 +72,14 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
   dataflow::job_result r = dataflow::run_job(job, settings);
   std::string summary;
   if (r.resumed_from) summary += fmt::format("sluice {}: resumed from checkpoint {}\n", what, *r.resumed_from);
-  summary += fmt::format("sluice {}: {}; {} checkpoints completed, {} aborted; {}", what,
-                         r.exit_code == 0 ? "done" : "FAILED", r.final.checkpoints_completed,
-                         r.final.checkpoints_aborted, progress_text(r.final));
-  if (r.exit_code != 0) summary += fmt::format("\nsluice {}: {}", what, r.message);
+  if (r.exit_code == 2) {
+    summary += fmt::format("sluice {}: refused: {}", what, r.message);  // nothing ran
+  } else {
+    summary += fmt::format("sluice {}: {}; {} checkpoints completed, {} aborted; {}", what,
+                           r.exit_code == 0 ? "done" : "FAILED", r.final.checkpoints_completed,
+                           r.final.checkpoints_aborted, progress_text(r.final));
+    if (r.exit_code != 0) summary += fmt::format("\nsluice {}: {}", what, r.message);
+  }
   line.finish(summary);
   return r.exit_code;
 }

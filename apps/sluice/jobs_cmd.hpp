@@ -16,6 +16,7 @@ struct job_cli_options {
   std::size_t parallelism = 2;
   std::string transport = "local";
   unsigned executors = 2;
+  std::uint64_t max_record_bytes = std::uint64_t{16} << 20;
   bool quiet = false;
 };
 
