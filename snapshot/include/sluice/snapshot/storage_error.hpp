@@ -19,6 +19,7 @@ enum class storage_errc {
   bad_checksum,          // a CRC32C differs: a record's payload, or the whole file vs. the manifest
   truncated,             // a state file ends inside a header or payload, or before its end record
   bad_format,            // anything else malformed in a state file (magic, header, order, counts)
+  bad_name,              // a `chk-*` entry whose name is not a valid id (chk-007, chk-18446744073709551615)
 };
 
 const std::error_category& storage_category() noexcept;
