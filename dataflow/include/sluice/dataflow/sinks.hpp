@@ -89,6 +89,7 @@ void stream<T>::write_lines(std::string dir, std::function<std::string(const T&)
   attach_fn attach = attach_;
   stage_def& stage = job_->stages()[stage_];
   stage.sink = true;
+  job_->add_output_dir(dir);
   stage.build = [attach, dir, format, options](task_builder& b) {
     auto& tail = b.make<file_sink_tail<T>>(dir, b.id(), format, options);
     b.set_output(tail);
