@@ -292,6 +292,8 @@ rt::task<void> runner::controller() {
     }
     runtime::log::warn("job {}: final checkpoint aborted ({}: {}); retrying", job_.name(), ss::to_string(outcome.reason),
                        outcome.detail);
+    const bool waited = co_await rt::sleep_for(std::chrono::milliseconds(50 << (attempt - 1)));  // 50, 100, 200, 400 ms
+    if (!waited) co_return;  // stopping
   }
   for (task_slot& slot : slots_) {
     if (slot.task->is_source()) {
