@@ -43,14 +43,16 @@ io::result<std::string> make_and_resolve(const std::string& dir, std::string_vie
 
 // The marker's text, or nothing if there is no marker.
 io::result<std::optional<std::string>> read_marker(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (status.type() == fs::file_type::not_found) return std::optional<std::string>{};
+  if (ec) return io::error(ec, fmt::format("read marker '{}': {}", path, ec.message()));
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    if (!fs::exists(path, ec) && !ec) return std::optional<std::string>{};
-    return io::error::from_errno(errno != 0 ? errno : EIO, fmt::format("read marker '{}'", path));
-  }
   std::ostringstream text;
-  text << in.rdbuf();
+  if (in) text << in.rdbuf();
+  if (!in || status.type() != fs::file_type::regular) {
+    return io::error(std::make_error_code(std::errc::io_error), fmt::format("read marker '{}': unreadable", path));
+  }
   return std::optional<std::string>(text.str());
 }
 
@@ -164,7 +166,10 @@ io::result<void> job_directories::claim(const output& out, bool resuming) const 
   if (!names) return std::move(names).error();
   std::vector<std::string> foreign;
   for (std::string& name : *names) {
-    if (name != io::directory_lock::file_name && name != marker_temp_file_name) foreign.push_back(std::move(name));
+    // (what a crash during a lock or a claim may leave is ours, not foreign)
+    const bool ours = name == io::directory_lock::file_name || name == io::directory_lock::probe_file_name ||
+                      name == marker_temp_file_name;
+    if (!ours) foreign.push_back(std::move(name));
   }
   if (!foreign.empty()) {
     std::sort(foreign.begin(), foreign.end());

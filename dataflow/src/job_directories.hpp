@@ -14,8 +14,9 @@
 //      checkpoint: its sinks then delete what they provably wrote, and start over);
 //    - the marker of another job or another checkpoint directory: refused;
 //    - no marker, resuming: refused (the output the checkpoint vouches for is not there);
-//    - no marker, fresh, nothing in it but `.sluice-lock`: the marker is written durably (temporary
-//      file, fsync, rename, fsync of the directory);
+//    - no marker, fresh, nothing in it but `.sluice-lock` (and what a crash in a lock or a claim
+//      may leave: `.sluice-lock.probe`, `.sluice-output.tmp`): the marker is written durably
+//      (temporary file, fsync, rename, fsync of the directory);
 //    - no marker, fresh, anything else in it: refused, and nothing in it is touched.
 // Every refusal is a message naming the directory and the reason; run_job returns it with exit
 // code 2. The sinks then keep to the files they can prove they wrote (exactly_once_file_sink.hpp).

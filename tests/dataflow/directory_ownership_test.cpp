@@ -265,6 +265,30 @@ TEST_CASE("a fresh run into a non-empty output directory that is not its own exi
   }
 }
 
+TEST_CASE("a fresh run takes its own output directory again, and one holding only what a crashed start left",
+          "[dataflow][ownership]") {
+  temp_dir dir;
+  SECTION("a run that failed before its first checkpoint") {
+    job_builder job("wordcount");
+    build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+    const job_result failed = run_job(job, settings_for(dir.file("chk")));
+    REQUIRE(failed.exit_code == 1);  // no input file yet
+    CHECK(fs::exists(dir.file("out") + "/.sluice-output"));
+  }
+  SECTION("a start killed while it locked or claimed the directory") {
+    fs::create_directories(dir.file("out"));
+    std::ofstream(dir.file("out") + "/.sluice-lock.probe");
+    std::ofstream(dir.file("out") + "/.sluice-output.tmp") << "sluice output";
+  }
+  sluice::test::write_corpus_file(dir.file("input.txt"), 2000, 5);
+  job_builder job("wordcount");
+  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+  const job_result r = run_job(job, settings_for(dir.file("chk")));
+  INFO(r.message);
+  CHECK(r.exit_code == 0);
+  CHECK(sluice::test::published_lines(dir.file("out")) == sluice::test::expected_counts(dir.file("input.txt")));
+}
+
 TEST_CASE("a resumed run needs its own output directory back", "[dataflow][ownership]") {
   temp_dir dir;
   const job_result first = run_numbers(dir.file("out"), dir.file("chk"), 1000);
