@@ -1,13 +1,13 @@
 // exactly_once_file_sink (see the header for the protocol and the state format).
 //
 // Durability, step by step: a staged file is pending only once its bytes are fsynced, it is closed,
-// and the directory is fsynced (so its entry survives a crash). A commit renames pending files and
-// forgets them only once the directory fsync after the renames succeeded; until then they stay in
-// the state, and recover() republishes them idempotently.
+// the high-water mark is raised past it, and the staging area is fsynced (so both entries survive a
+// crash). A commit renames pending files out of the area and forgets them only once the fsync of
+// the output directory after the renames succeeded; until then they stay in the state, and
+// recover() republishes them idempotently. (The area is not fsynced after a commit: if a crash
+// keeps the staged name too, it is a second link to the published file, and recover() drops it.)
 
 #include <sluice/dataflow/exactly_once_file_sink.hpp>
-
-#include <sluice/io/fs.hpp>
 
 #include <sluice/io/fs.hpp>
 
@@ -24,7 +24,8 @@ namespace {
 
 constexpr std::size_t task_digits = 5;
 constexpr std::size_t sequence_digits = 12;
-constexpr std::string_view staging_prefix = ".staging-";
+constexpr std::string_view staging_prefix = "staged-";    // in the staging area
+constexpr std::string_view high_water_prefix = "next-";   // in the staging area
 constexpr std::string_view final_prefix = "part-";
 constexpr std::size_t state_header_bytes = 4 + 4 + 8 + 4;
 constexpr std::size_t state_entry_bytes = 8 + 8;
@@ -53,6 +54,16 @@ std::optional<parsed_name> parse_name(std::string_view name, std::string_view pr
   };
   if (!number(name.substr(0, dash), out.task) || !number(name.substr(dash + 1), out.sequence)) return std::nullopt;
   return out;
+}
+
+std::string parent_of(std::string dir);
+
+// mkdir `dir` if missing; a new one's entry is made durable in `parent`.
+runtime::task<io::result<void>> make_directory_durably(std::string dir, std::string parent) {
+  auto made = co_await io::make_directory(dir);
+  if (made) co_return co_await io::fsync_directory(std::move(parent));
+  if (made.error().code() == std::errc::file_exists) co_return io::success();
+  co_return made;
 }
 
 std::string parent_of(std::string dir) {
@@ -147,8 +158,14 @@ std::string exactly_once_file_sink::final_name(snapshot::task_id task, std::uint
   return std::string(final_prefix) + padded(task, task_digits) + "-" + padded(sequence, sequence_digits);
 }
 
+std::string exactly_once_file_sink::high_water_name(snapshot::task_id task, std::uint64_t next) {
+  return std::string(high_water_prefix) + padded(task, task_digits) + "-" + padded(next, sequence_digits);
+}
+
+std::string exactly_once_file_sink::staging_dir() const { return dir_ + "/" + std::string(staging_dir_name); }
+
 std::string exactly_once_file_sink::staging_path(std::uint64_t sequence) const {
-  return dir_ + "/" + staging_name(task_, sequence);
+  return staging_dir() + "/" + staging_name(task_, sequence);
 }
 
 std::string exactly_once_file_sink::final_path(std::uint64_t sequence) const {
@@ -205,59 +222,98 @@ runtime::task<io::result<void>> exactly_once_file_sink::recover(std::span<const 
   buffer_.clear();
   if (staging_.is_open()) (void)co_await staging_.close();
 
-  auto made = co_await io::make_directory(dir_);
-  if (made) {
-    auto synced = co_await io::fsync_directory(parent_of(dir_));
-    if (!synced) co_return synced;
-  } else if (made.error().code() != std::errc::file_exists) {
-    co_return made;
-  }
+  auto made = co_await make_directory_durably(dir_, parent_of(dir_));
+  if (!made) co_return made;
+  auto area_made = co_await make_directory_durably(staging_dir(), dir_);
+  if (!area_made) co_return area_made;
 
   // BLOCKING (see the header): once per task, at start-up.
+  auto area_names = io::list_directory_blocking(staging_dir());
+  if (!area_names) co_return area_names.error();
   auto names = io::list_directory_blocking(dir_);
   if (!names) co_return names.error();
-  std::set<std::uint64_t> staged;
-  std::set<std::uint64_t> published;
   // Only names this sink writes, exactly (a hand-made "part-7-3" is not ours).
+  const auto ours = [this](const std::string& name, std::string_view prefix, std::uint64_t& sequence) {
+    const auto p = parse_name(name, prefix);
+    if (!p || p->task != task_) return false;
+    sequence = p->sequence;
+    return name == std::string(prefix) + padded(task_, task_digits) + "-" + padded(p->sequence, sequence_digits);
+  };
+  std::set<std::uint64_t> staged;
+  std::set<std::uint64_t> marks;
+  std::set<std::uint64_t> published;
+  for (const auto& name : *area_names) {
+    std::uint64_t n = 0;
+    if (ours(name, staging_prefix, n)) staged.insert(n);
+    if (ours(name, high_water_prefix, n)) marks.insert(n);
+  }
   for (const auto& name : *names) {
-    if (const auto p = parse_name(name, staging_prefix); p && p->task == task_ && name == staging_name(task_, p->sequence)) {
-      staged.insert(p->sequence);
-    }
-    if (const auto p = parse_name(name, final_prefix); p && p->task == task_ && name == final_name(task_, p->sequence)) {
-      published.insert(p->sequence);
+    std::uint64_t n = 0;
+    if (ours(name, final_prefix, n)) published.insert(n);
+  }
+  // What this task provably wrote here: every sequence below its mark (snapshot() raises the mark
+  // before the staged file is durable, so before it can be published), and below the resumed
+  // state's next one (its checkpoint vouches for them).
+  const std::uint64_t mark = marks.empty() ? 0 : *marks.rbegin();
+  const std::uint64_t written_below = std::max(mark, s.next_sequence);
+
+  // Check everything before changing anything.
+  for (const auto& p : s.pending) {
+    if (!staged.contains(p.sequence) && !published.contains(p.sequence)) {
+      co_return io::error(std::make_error_code(std::errc::no_such_file_or_directory),
+                          what + ": the pending file of checkpoint " + std::to_string(p.checkpoint) +
+                              " has neither its staging file '" + std::string(staging_dir_name) + "/" +
+                              staging_name(task_, p.sequence) + "' nor its final file '" +
+                              final_name(task_, p.sequence) + "': output was lost");
     }
   }
+  if (auto it = published.lower_bound(written_below); it != published.end()) {
+    co_return io::error(std::make_error_code(std::errc::file_exists),
+                        what + ": '" + final_name(task_, *it) + "' is in the way of this sink's output and was " +
+                            "not written by it (task " + std::to_string(task_) + " wrote sequence numbers below " +
+                            std::to_string(written_below) + " only); move it out of the output directory");
+  }
 
-  bool changed = false;
+  bool dir_changed = false;
+  bool area_changed = false;
   // Publish what the resumed checkpoint covered: staged files are renamed, published ones kept.
   for (const auto& p : s.pending) {
     if (staged.erase(p.sequence) > 0) {
       auto renamed = co_await io::rename(staging_path(p.sequence), final_path(p.sequence));
       if (!renamed) co_return renamed;
-      changed = true;
-    } else if (!published.contains(p.sequence)) {
-      co_return io::error(std::make_error_code(std::errc::no_such_file_or_directory),
-                          what + ": the pending file of checkpoint " + std::to_string(p.checkpoint) +
-                              " has neither its staging file '" + staging_name(task_, p.sequence) +
-                              "' nor its final file '" + final_name(task_, p.sequence) + "': output was lost");
+      dir_changed = area_changed = true;
     }
   }
-  // Remove output from after the checkpoint: the replay produces it again.
+  // Remove output from after the checkpoint, all of it provably this task's: the replay produces it
+  // again.
   for (const std::uint64_t sequence : staged) {
     auto removed = co_await io::remove(staging_path(sequence));
     if (!removed) co_return removed;
-    changed = true;
+    area_changed = true;
   }
-  for (auto it = published.lower_bound(s.next_sequence); it != published.end(); ++it) {
+  for (auto it = published.lower_bound(s.next_sequence); it != published.end() && *it < written_below; ++it) {
     auto removed = co_await io::remove(final_path(*it));
     if (!removed) co_return removed;
-    changed = true;
+    dir_changed = true;
   }
-  if (changed) {
+  // One mark per task is enough: the highest (older ones are left by a crash mid-raise).
+  for (const std::uint64_t older : marks) {
+    if (older == mark) continue;
+    auto removed = co_await io::remove(staging_dir() + "/" + high_water_name(task_, older));
+    if (!removed) co_return removed;
+    area_changed = true;
+  }
+  if (dir_changed) {
     auto synced = co_await io::fsync_directory(dir_);
     if (!synced) co_return synced;
   }
+  if (area_changed) {
+    auto synced = co_await io::fsync_directory(staging_dir());
+    if (!synced) co_return synced;
+  }
   next_sequence_ = s.next_sequence;
+  high_water_.reset();
+  if (!marks.empty()) high_water_ = mark;
   recovered_ = true;
   co_return io::success();
 }
@@ -270,6 +326,25 @@ runtime::task<io::result<void>> exactly_once_file_sink::open_staging() {
   staging_sequence_ = sequence;
   staging_offset_bytes_ = 0;
   next_sequence_ = sequence + 1;
+  co_return io::success();
+}
+
+// Makes the mark say `next` (an empty file renamed from the old mark, or created), not yet durable:
+// the caller fsyncs the area.
+runtime::task<io::result<void>> exactly_once_file_sink::raise_high_water(std::uint64_t next) {
+  if (high_water_ && *high_water_ >= next) co_return io::success();
+  const std::string path = staging_dir() + "/" + high_water_name(task_, next);
+  if (high_water_) {
+    auto renamed = co_await io::rename(staging_dir() + "/" + high_water_name(task_, *high_water_), path);
+    if (!renamed) co_return renamed;
+  } else {
+    auto opened = co_await io::file::open(path, io::open_options::create_or_truncate());
+    if (!opened) co_return std::move(opened).error();
+    io::file f = std::move(opened).value();
+    auto closed = co_await f.close();
+    if (!closed) co_return closed;
+  }
+  high_water_ = next;
   co_return io::success();
 }
 
@@ -309,8 +384,11 @@ runtime::task<io::result<std::vector<std::byte>>> exactly_once_file_sink::snapsh
     if (!synced) co_return fail(std::move(synced).error());
     auto closed = co_await staging_.close();
     if (!closed) co_return fail(std::move(closed).error());
-    // The staging file's directory entry must survive a crash too, or recover() finds it missing.
-    auto dir_synced = co_await io::fsync_directory(dir_);
+    // Its name may be published from now on: the mark must cover it by then.
+    auto marked = co_await raise_high_water(staging_sequence_ + 1);
+    if (!marked) co_return fail(std::move(marked).error());
+    // The staged file's entry and the mark must survive a crash too, or recover() finds them missing.
+    auto dir_synced = co_await io::fsync_directory(staging_dir());
     if (!dir_synced) co_return fail(std::move(dir_synced).error());
     pending_.push_back({{id, staging_sequence_}, false});
   }
@@ -344,7 +422,7 @@ void exactly_once_file_sink::abort(snapshot::checkpoint_id id) noexcept {
 
 runtime::task<void> exactly_once_file_sink::close() {
   call_guard guard(busy_);
-  buffer_.clear();  // after the last snapshot: never published, and recover() deletes the staging file
+  buffer_.clear();  // after the last snapshot: never published, and recover() deletes the staged file
   if (staging_.is_open()) (void)co_await staging_.close();
 }
 

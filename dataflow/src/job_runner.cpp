@@ -1,5 +1,6 @@
 // run_job: places a job's tasks on an engine, wires their channels, runs the coordinator, and ends
 // the job with a final checkpoint (job_runner.hpp).
+#include "job_directories.hpp"
 #include "stream_task.hpp"
 
 #include <sluice/buffers/local_channel.hpp>
@@ -64,6 +65,7 @@ class runner final : public detail::task_listener {
  public:
   runner(job_builder& job, job_settings settings, rt::engine& eng, bf::network_memory& memory, job_fingerprint identity)
       : job_(job), settings_(std::move(settings)), engine_(eng), memory_(memory), identity_(std::move(identity)) {}
+  detail::job_directories* directories = nullptr;  // locked by run_job; claimed once recovery is planned
 
   rt::task<job_result> run();
 
@@ -338,6 +340,8 @@ rt::task<void> runner::controller() {
     }
     runtime::log::warn("job {}: final checkpoint aborted ({}: {}); retrying", job_.name(), ss::to_string(outcome.reason),
                        outcome.detail);
+    const bool waited = co_await rt::sleep_for(std::chrono::milliseconds(50 << (attempt - 1)));  // 50, 100, 200, 400 ms
+    if (!waited) co_return;  // stopping
   }
   for (task_slot& slot : slots_) {
     if (slot.task->is_source()) {
@@ -470,6 +474,12 @@ rt::task<job_result> runner::run() {
     result.resumed_from = plan->recovered_id();
     runtime::log::info("job {}: resuming from checkpoint {}", job_.name(), *result.resumed_from);
   }
+  if (io::result<void> claimed = directories->claim_outputs(plan->checkpoint.has_value()); !claimed) {
+    for (task_slot& slot : slots_) co_await rt::run_on(slot.executor, destroy(&slot));
+    result.exit_code = 2;
+    result.message = claimed.error().message();
+    co_return result;
+  }
 
   // --- channels -----------------------------------------------------------------------------------
   if (settings_.transport == "tcp") {
@@ -533,15 +543,11 @@ job_result run_job(job_builder& job, job_settings settings) {
   } catch (const job_refused& e) {
     return job_result{.exit_code = e.exit_code(), .message = e.what(), .resumed_from = {}, .final = {}};
   }
-  // Start-up, before any executor runs: the checkpoint directory and its parents.
-  std::error_code made;
-  std::filesystem::create_directories(settings.checkpoint_dir, made);
-  if (made) {
-    job_result r;
-    r.exit_code = 1;
-    r.message = fmt::format("create checkpoint directory '{}': {}", settings.checkpoint_dir, made.message());
-    return r;
-  }
+  // Start-up, before any executor runs: the checkpoint and output directories, made and locked until
+  // this call returns; a refusal is exit code 2 (job_directories.hpp).
+  io::result<detail::job_directories> dirs =
+      detail::job_directories::lock(job.name(), settings.checkpoint_dir, job.output_dirs());
+  if (!dirs) return job_result{.exit_code = 2, .message = dirs.error().message()};
   // Network memory: every executor gets the share of the most demanding one.
   std::size_t tasks = 0;
   std::size_t widest = 1;
@@ -560,6 +566,7 @@ job_result run_job(job_builder& job, job_settings settings) {
     rt::engine eng({.executors = settings.executors, .handle_signals = settings.handle_signals});
     const std::stop_token stop = settings.stop;
     auto r = std::make_unique<runner>(job, std::move(settings), eng, memory, std::move(identity));
+    r->directories = &dirs.value();
     {
       std::stop_callback on_stop(stop, [&eng] { eng.request_stop(); });
       result = eng.block_on(r->run());

@@ -133,7 +133,7 @@ std::string format_json_line(const checkpoint_info& info, checkpoint_id resume) 
       "{{\"id\":{},\"status\":\"{}\",\"reason\":{},\"fault\":{},\"mode\":{},\"tasks\":{},"
       "\"operator_state_bytes\":{},\"channel_state_bytes\":{},\"size_bytes\":{},\"created_unix_ms\":{},"
       "\"resume_point\":{}}}\n",
-      info.id, info.valid ? "valid" : "invalid", info.valid ? "null" : json_string(info.reason),
+      json_number_or_null(info.id != no_checkpoint, info.id), info.valid ? "valid" : "invalid", info.valid ? "null" : json_string(info.reason),
       info.valid ? "null" : json_string(fault_name(info.fault)), m ? json_string(to_string(info.mode)) : "null",
       json_number_or_null(m, info.tasks), json_number_or_null(m, info.operator_state_bytes),
       json_number_or_null(m, info.channel_state_bytes), json_number_or_null(m, info.size_bytes),
@@ -142,7 +142,8 @@ std::string format_json_line(const checkpoint_info& info, checkpoint_id resume) 
 
 std::string format_table(std::vector<checkpoint_info> infos, checkpoint_id resume) {
   if (infos.empty()) return {};
-  std::sort(infos.begin(), infos.end(), [](const auto& a, const auto& b) { return a.id > b.id; });
+  // Newest first; entries whose name is not a valid id (id 0) last, by name.
+  std::stable_sort(infos.begin(), infos.end(), [](const auto& a, const auto& b) { return a.id > b.id; });
 
   enum column { id, mode, tasks, op_state, channel_state, size, created, status, columns };
   using row = std::array<std::string, columns>;
@@ -156,7 +157,7 @@ std::string format_table(std::vector<checkpoint_info> infos, checkpoint_id resum
     const bool m = info.has_manifest;
     std::string status_text = format_status(info);
     if (info.id == resume && resume != no_checkpoint) status_text += fmt::format("  {}", resume_marker);
-    rows.push_back({fmt::format("chk-{}", info.id), m ? std::string(to_string(info.mode)) : std::string(unknown),
+    rows.push_back({info.name.empty() ? fmt::format("chk-{}", info.id) : info.name, m ? std::string(to_string(info.mode)) : std::string(unknown),
                     m ? fmt::format("{}", info.tasks) : std::string(unknown),
                     m ? format_size(info.operator_state_bytes) : std::string(unknown),
                     m ? format_size(info.channel_state_bytes) : std::string(unknown),

@@ -139,25 +139,62 @@ std::string checkpoint_storage::label(checkpoint_id id, std::string_view name) c
 
 std::optional<checkpoint_id> checkpoint_storage::parse_dir_name(std::string_view text) noexcept {
   if (!text.starts_with("chk-")) return std::nullopt;
-  return parse_id(text.substr(4));
+  const auto id = parse_id(text.substr(4));
+  if (!id || *id > max_checkpoint_id) return std::nullopt;
+  return id;
+}
+
+std::optional<std::string> checkpoint_storage::bad_dir_name_reason(std::string_view text) {
+  if (!text.starts_with("chk-") || parse_dir_name(text)) return std::nullopt;
+  const std::string_view digits = text.substr(4);
+  const bool decimal = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!decimal) return std::string("the id is not a decimal number");
+  if (digits == "0") return std::string("checkpoint id 0 means \"no checkpoint\"");
+  if (digits[0] == '0') return std::string("the id has a leading zero");
+  // Decimal, no leading zero, not valid: above the bound (or above 2^64).
+  return fmt::format("checkpoint id {} is above the largest valid id {} (2^62)", digits, max_checkpoint_id);
+}
+
+io::result<checkpoint_storage::listing> checkpoint_storage::scan() const {
+  auto names = io::list_directory_blocking(root_);
+  if (!names) {
+    if (is_enoent(names.error())) return listing{};  // nothing was ever stored
+    return std::move(names).error();
+  }
+  listing out;
+  for (const auto& name : *names) {
+    if (auto id = parse_dir_name(name)) {
+      out.ids.push_back(*id);
+    } else if (auto why = bad_dir_name_reason(name)) {
+      checkpoint_info info;
+      info.name = name;
+      info.path = fmt::format("{}/{}", root_, name);
+      info.fault = make_error_code(storage_errc::bad_name);
+      info.reason = fmt::format("{}: not a checkpoint: {}; ignored: never resumed from, never removed, never the "
+                                "base of the next id",
+                                name, *why);
+      out.ignored.push_back(std::move(info));
+    }
+  }
+  std::sort(out.ids.begin(), out.ids.end());
+  std::sort(out.ignored.begin(), out.ignored.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
 }
 
 io::result<std::vector<checkpoint_id>> checkpoint_storage::list_ids() const {
-  auto names = io::list_directory_blocking(root_);
-  if (!names) {
-    if (is_enoent(names.error())) return std::vector<checkpoint_id>{};  // nothing was ever stored
-    return std::move(names).error();
-  }
-  std::vector<checkpoint_id> ids;
-  for (const auto& name : *names) {
-    if (auto id = parse_dir_name(name)) ids.push_back(*id);
-  }
-  std::sort(ids.begin(), ids.end());
-  return ids;
+  auto scanned = scan();
+  if (!scanned) return std::move(scanned).error();
+  return std::move(scanned->ids);
 }
 
 runtime::task<io::result<void>> checkpoint_storage::create_checkpoint_dir(checkpoint_id id) {
   assert(id != no_checkpoint);
+  if (id > max_checkpoint_id) {
+    // Never a name that recovery would then ignore (see the top of checkpoint_storage.hpp).
+    co_return io::error(std::make_error_code(std::errc::value_too_large),
+                        fmt::format("mkdir '{}': checkpoint id {} is above the largest valid id {}", checkpoint_dir(id),
+                                    id, max_checkpoint_id));
+  }
   auto made = co_await io::make_directory(checkpoint_dir(id));
   if (made || !is_enoent(made.error())) co_return made;
   auto root_made = co_await io::make_directory(root_);  // the first checkpoint under a new root
@@ -389,6 +426,7 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpo
 runtime::task<checkpoint_info> checkpoint_storage::validate(checkpoint_id id) {
   checkpoint_info info;
   info.id = id;
+  info.name = fmt::format("chk-{}", id);
   info.path = checkpoint_dir(id);
   auto checked = co_await check(id, nullptr, &info);
   info.valid = checked.ok();
@@ -408,17 +446,22 @@ runtime::task<io::result<loaded_checkpoint>> checkpoint_storage::load(checkpoint
 }
 
 runtime::task<io::result<std::vector<checkpoint_info>>> checkpoint_storage::list() {
-  auto ids = list_ids();
-  if (!ids) co_return std::move(ids).error();
-  std::vector<checkpoint_info> infos;
-  for (const checkpoint_id id : *ids) infos.push_back(co_await validate(id));
+  auto scanned = scan();
+  if (!scanned) co_return std::move(scanned).error();
+  std::vector<checkpoint_info> infos = std::move(scanned->ignored);  // id 0: first in ascending order
+  for (const checkpoint_id id : scanned->ids) infos.push_back(co_await validate(id));
   co_return infos;
 }
 
 runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std::map<checkpoint_id, std::string> rejected) {
-  auto ids = list_ids();
-  if (!ids) co_return std::move(ids).error();
+  auto scanned = scan();
+  if (!scanned) co_return std::move(scanned).error();
   recovery_choice choice;
+  for (auto& info : scanned->ignored) {
+    runtime::log::warn("recovery: ignoring '{}' ({}): {}", info.path, fault_name(info.fault), info.reason);
+    choice.ignored.push_back(std::move(info));
+  }
+  const std::vector<checkpoint_id>* ids = &scanned->ids;
   for (auto it = ids->rbegin(); it != ids->rend(); ++it) {
     checkpoint_info info = co_await validate(*it);
     if (auto r = rejected.find(*it); info.valid && r != rejected.end()) {

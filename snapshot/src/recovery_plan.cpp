@@ -4,7 +4,11 @@
 
 #include <sluice/runtime/log.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cassert>
+#include <system_error>
 #include <utility>
 
 namespace sluice::snapshot {
@@ -16,10 +20,19 @@ runtime::task<io::result<recovery_plan>> plan(checkpoint_storage* storage, std::
   if (!choice) co_return std::move(choice).error();
 
   recovery_plan out;
+  // Only ids that parse (1..max_checkpoint_id) count: a bad name is in choice->ignored, never here.
   checkpoint_id highest = no_checkpoint;
   for (const auto& info : choice->skipped) highest = std::max(highest, info.id);
   if (choice->chosen) highest = std::max(highest, choice->chosen->id);
-  out.next_checkpoint_id = highest + 1;
+  assert(highest <= max_checkpoint_id);
+  if (highest >= max_checkpoint_id) {
+    co_return io::error(std::make_error_code(std::errc::value_too_large),
+                        fmt::format("checkpoint directory '{}': chk-{} holds the largest valid checkpoint id, so "
+                                    "there is no next one; start with a new checkpoint directory",
+                                    storage->root(), highest));
+  }
+  out.next_checkpoint_id = highest + 1;  // cannot wrap: highest < max_checkpoint_id = 2^62
+  out.ignored = std::move(choice->ignored);
   out.skipped = std::move(choice->skipped);
   if (!choice->chosen) {
     runtime::log::info("recovery: no valid checkpoint under '{}'; starting fresh at checkpoint {}", storage->root(),

@@ -16,6 +16,7 @@ std::string_view name_of(storage_errc e) noexcept {
     case storage_errc::truncated: return "truncated";
     case storage_errc::bad_format: return "bad-format";
     case storage_errc::unrestorable: return "unrestorable";
+    case storage_errc::bad_name: return "bad-name";
   }
   return "unknown";
 }

@@ -227,7 +227,9 @@ TEST_CASE("written lines are published, in order, only when their checkpoint com
   CHECK(with_prefix(names_in(out), "part-").empty());
 
   const auto state = sync_wait(snapshot_of(&k, 1));
-  CHECK(names_in(out) == std::vector<std::string>{".staging-00003-000000000000"});
+  CHECK(names_in(out) == std::vector<std::string>{".sluice-staging"});
+  CHECK(names_in(out + "/.sluice-staging") ==
+        std::vector<std::string>{"next-00003-000000000001", "staged-00003-000000000000"});
   CHECK(k.pending() == std::vector<sink::pending_file>{{1, 0}});
   sync_wait(write_lines(&k, {"delta"}));  // after barrier 1: a new staging file
   CHECK(published(out).empty());
@@ -243,7 +245,9 @@ TEST_CASE("written lines are published, in order, only when their checkpoint com
   sync_wait(commit_of(&k, 2));
   CHECK(published(out) == "alpha\n\ngamma\ndelta\n");
   sync_wait(k.close());
-  CHECK(names_in(out) == std::vector<std::string>{"part-00003-000000000000", "part-00003-000000000001"});
+  CHECK(names_in(out) ==
+        std::vector<std::string>{".sluice-staging", "part-00003-000000000000", "part-00003-000000000001"});
+  CHECK(names_in(out + "/.sluice-staging") == std::vector<std::string>{"next-00003-000000000002"});
 
   const auto decoded = sink::decode_state(state).value();
   CHECK(decoded.task == 3);
@@ -285,7 +289,8 @@ void check_every_crash(std::size_t every) {
       INFO("crash before step " << crash_at << ", resume from checkpoint " << resume_from);
       sync_wait(second_life(dir.path(), steps, resume_from, &w, every));
       CHECK(published(dir.path()) == expected);
-      CHECK(with_prefix(names_in(dir.path()), ".").empty());
+      CHECK(with_prefix(names_in(dir.path()), ".") == std::vector<std::string>{".sluice-staging"});
+      CHECK(with_prefix(names_in(dir.path() + "/.sluice-staging"), "staged-").empty());
     }
   }
 }
@@ -322,14 +327,15 @@ TEST_CASE("recovery from an older checkpoint removes the files a newer one publi
     sync_wait(snapshot_of(&k, 2));
     sync_wait(commit_of(&k, 2));
     sync_wait(write_lines(&k, {"three"}));
-  }  // crash: ".staging-00001-000000000002" holds "three" (buffered, maybe unwritten)
+  }  // crash: ".sluice-staging/staged-00001-000000000002" holds "three" (buffered, maybe unwritten)
   // Another task's files are not this sink's business.
   std::ofstream(dir.file("part-00002-000000000005")) << "other\n";
   CHECK(published(dir.path()) == "one\ntwo\nother\n");
 
   sink k(dir.path(), 1);
   sync_wait(recover_of(&k, state1));
-  CHECK(names_in(dir.path()) == std::vector<std::string>{"part-00001-000000000000", "part-00002-000000000005"});
+  CHECK(names_in(dir.path()) ==
+        std::vector<std::string>{".sluice-staging", "part-00001-000000000000", "part-00002-000000000005"});
   CHECK(k.next_sequence() == 1);
   // The replay produces "two" (and "three") again.
   sync_wait(write_lines(&k, {"two", "three"}));
@@ -354,7 +360,7 @@ TEST_CASE("recovery publishes the pending files of its checkpoint even if the co
   // Recovering twice from the same state is harmless.
   sink again(dir.path(), 4);
   sync_wait(recover_of(&again, state));
-  CHECK(names_in(dir.path()) == std::vector<std::string>{"part-00004-000000000000"});
+  CHECK(names_in(dir.path()) == std::vector<std::string>{".sluice-staging", "part-00004-000000000000"});
 }
 
 TEST_CASE("recovery names what is wrong with a state it cannot use", "[file_sink]") {
@@ -375,8 +381,8 @@ TEST_CASE("recovery names what is wrong with a state it cannot use", "[file_sink
   auto lost = sink::encode_state({2, 3, {{4, 1}}});
   CHECK(recover_error(lost) == what +
                                    "the pending file of checkpoint 4 has neither its staging file "
-                                   "'.staging-00002-000000000001' nor its final file 'part-00002-000000000001': "
-                                   "output was lost");
+                                   "'.sluice-staging/staged-00002-000000000001' nor its final file "
+                                   "'part-00002-000000000001': output was lost");
 }
 
 TEST_CASE("the state round-trips and rejects malformed bytes", "[file_sink]") {

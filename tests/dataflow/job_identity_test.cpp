@@ -96,6 +96,7 @@ std::map<std::string, std::string> tree_of(const std::string& root) {
   std::map<std::string, std::string> out;
   if (!fs::exists(root)) return out;
   for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.path().filename() == ".sluice-lock") continue;  // taken before the checkpoint is read
     out[fs::relative(e.path(), root).string()] = e.is_regular_file() ? file_bytes(e.path()) : std::string("<dir>");
   }
   return out;

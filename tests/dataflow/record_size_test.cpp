@@ -22,6 +22,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace sluice::dataflow;
@@ -163,7 +164,7 @@ TEST_CASE("resuming from an unaligned checkpoint whose channel state splits reco
     // that spans buffers, so the state splits records on both sides of each channel.
     std::mt19937_64 rng(3);
     std::ofstream out(dir.file("input.txt"));
-    for (int i = 0; i < 600; ++i) {
+    for (int i = 0; i < 1500; ++i) {
       out << word_of(std::uniform_int_distribution<std::size_t>(40'000, 90'000)(rng), rng() % 50) << '\n';
     }
   }
@@ -174,7 +175,7 @@ TEST_CASE("resuming from an unaligned checkpoint whose channel state splits reco
   };
   const std::filesystem::path chk_root = dir.file("checkpoints");
   std::filesystem::path with_state;
-  for (int attempt = 0; attempt < 20 && with_state.empty(); ++attempt) {
+  for (int attempt = 0; attempt < 30 && with_state.empty(); ++attempt) {
     const pid_t pid = sluice::test::start_child([&job] { return job().exit_code; });
     int status = 0;
     while (with_state.empty() && ::waitpid(pid, &status, WNOHANG) == 0) {
@@ -183,6 +184,7 @@ TEST_CASE("resuming from an unaligned checkpoint whose channel state splits reco
           if (sluice::test::manifest_channel_bytes(e.path()) > 0) with_state = e.path();
         }
       }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     if (!with_state.empty()) {
       ::kill(pid, SIGKILL);

@@ -97,8 +97,9 @@ TEST_CASE("an empty or missing root has no checkpoints to recover") {
 
 TEST_CASE("only directories named chk-<id> count as checkpoints") {
   CHECK(checkpoint_storage::parse_dir_name("chk-7") == checkpoint_id{7});
-  CHECK(checkpoint_storage::parse_dir_name("chk-18446744073709551615") == checkpoint_id{18446744073709551615ull});
-  for (const char* name : {"chk-0", "chk-007", "chk-", "chk-7x", "chk--7", "chk-18446744073709551616", "task-7", "_manifest"}) {
+  CHECK(checkpoint_storage::parse_dir_name("chk-4611686018427387904") == checkpoint_id{4611686018427387904ull});
+  for (const char* name : {"chk-0", "chk-007", "chk-", "chk-7x", "chk--7", "chk-4611686018427387905",
+                           "chk-18446744073709551615", "chk-18446744073709551616", "task-7", "_manifest"}) {
     INFO(name);
     CHECK_FALSE(checkpoint_storage::parse_dir_name(name).has_value());
   }

@@ -3,23 +3,36 @@
 // per sink task. Output becomes visible only when the checkpoint that covers it completes, so after
 // any crash the published files hold every record exactly once (invariant 8).
 //
+// Layout: published files `<dir>/part-<task>-<seq>`; everything else in the sink's private staging
+// area `<dir>/.sluice-staging/`: staged files `staged-<task>-<seq>`, and per task one empty file
+// `next-<task>-<n>`, its HIGH-WATER MARK: the task never staged a sequence number >= n into this
+// directory. snapshot() raises it before the fsync that makes the staged file durable, so every
+// file the task ever published has a sequence number below the mark on disk.
+//
 // Protocol, driven by the sink task on its executor, one call at a time:
 // 1. recover(state) once, before any write: `state` is what snapshot() returned for the checkpoint
 //    the job resumes from (empty: fresh start). It publishes the files that checkpoint covered and
-//    deletes this task's output from after it (staging files, and published files with a sequence
-//    number >= the state's next one: they came from a newer checkpoint that was not resumed), which
-//    the replay produces again. It lists the directory with a BLOCKING readdir (io_uring has no
-//    getdents), once, at start-up.
-// 2. write(line): appends line + '\n' to the staging file `<dir>/.staging-<task>-<seq>`, created
-//    on the first write after a snapshot, through a 256 KiB buffer and io_uring writes.
-// 3. snapshot(id) at barrier `id`: flushes, fsyncs and closes the staging file, records it as
-//    pending for `id`, and returns the state to store as this operator's state in checkpoint `id`.
+//    deletes this task's output from after it, which the replay produces again. It deletes only
+//    files it can prove it wrote: staged files (in its private area), and published files whose
+//    sequence number is >= the state's next one (a newer checkpoint that was not resumed published
+//    them) and below the high-water mark. A file named like its output that it cannot prove it wrote
+//    (`part-<task>-<seq>` at or above the mark: a replay would overwrite it) fails recover() naming
+//    the file, and nothing is changed. It lists the directory and the area with a BLOCKING readdir
+//    (io_uring has no getdents), once, at start-up.
+// 2. write(line): appends line + '\n' to the staged file `.sluice-staging/staged-<task>-<seq>`,
+//    created on the first write after a snapshot, through a 256 KiB buffer and io_uring writes.
+// 3. snapshot(id) at barrier `id`: flushes, fsyncs and closes the staged file, raises the
+//    high-water mark, fsyncs the area, records the file as pending for `id`, and returns the state
+//    to store as this operator's state in checkpoint `id`.
 // 4. commit(id) when checkpoint `id` completed: renames every pending file of a checkpoint <= id
 //    to `<dir>/part-<task>-<seq>` and fsyncs the directory. Idempotent.
 //    abort(id): nothing to undo. Its files stay pending and are published by the next completed
 //    checkpoint (data before barrier N is also before barrier N+1).
-// 5. close(): closes an open staging file without publishing it. To publish the tail of a bounded
+// 5. close(): closes an open staged file without publishing it. To publish the tail of a bounded
 //    input, take a last checkpoint (snapshot + commit) before close().
+//
+// Whose directory it is (a marker file, a lock) is decided by the job before any sink starts
+// (job_runner.hpp); the sink itself only keeps to the files it can prove are its own.
 //
 // Final names never start with '.' or '_' (readers skip hidden files); sequence numbers are zero-
 // padded so a task's files sort by name in output order. A published file is never modified.
@@ -86,12 +99,19 @@ class exactly_once_file_sink {
   void abort(snapshot::checkpoint_id id) noexcept;
   runtime::task<void> close();
 
+  // The private staging area's name inside the output directory.
+  static constexpr std::string_view staging_dir_name = ".sluice-staging";
+
   // Paths of this task's files.
+  std::string staging_dir() const;  // <dir>/.sluice-staging
   std::string staging_path(std::uint64_t sequence) const;
   std::string final_path(std::uint64_t sequence) const;
-  // File names (no directory): ".staging-00003-000000000007", "part-00003-000000000007".
+  // File names (no directory): "staged-00003-000000000007" (in the staging area),
+  // "part-00003-000000000007" (in the output directory), "next-00003-000000000008" (the
+  // high-water mark, in the staging area).
   static std::string staging_name(snapshot::task_id task, std::uint64_t sequence);
   static std::string final_name(snapshot::task_id task, std::uint64_t sequence);
+  static std::string high_water_name(snapshot::task_id task, std::uint64_t next);
 
   const std::string& output_dir() const noexcept { return dir_; }
   std::uint64_t next_sequence() const noexcept { return next_sequence_; }
@@ -105,6 +125,7 @@ class exactly_once_file_sink {
   };
 
   runtime::task<io::result<void>> open_staging();
+  runtime::task<io::result<void>> raise_high_water(std::uint64_t next);
   runtime::task<io::result<void>> flush();
   io::error fail(io::error e);
   io::error failed_error(const char* op) const;
@@ -115,6 +136,7 @@ class exactly_once_file_sink {
   bool recovered_ = false;
   std::uint64_t next_sequence_ = 0;
   std::vector<pending_entry> pending_;  // in sequence order
+  std::optional<std::uint64_t> high_water_;  // the mark on disk (next-<task>-<n>), if there is one
 
   io::file staging_;                     // open between the first write after a snapshot and the next snapshot
   std::uint64_t staging_sequence_ = 0;

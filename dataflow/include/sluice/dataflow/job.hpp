@@ -161,6 +161,11 @@ class job_builder {
   const std::string& name() const noexcept { return name_; }
   std::vector<stage_def>& stages() noexcept { return stages_; }
   const std::vector<stage_def>& stages() const noexcept { return stages_; }
+  // The directories the job's sinks write into (write_lines() registers its own, when the graph is
+  // built). run_job locks each for the life of the job and refuses one that holds output of another
+  // job (job_runner.hpp). A sink of your own that writes files registers its directory here too.
+  void add_output_dir(std::string dir) { output_dirs_.push_back(std::move(dir)); }
+  const std::vector<std::string>& output_dirs() const noexcept { return output_dirs_; }
   std::size_t add_stage(std::string name, std::size_t parallelism, std::vector<std::size_t> upstreams) {
     if (parallelism == 0) throw std::invalid_argument("stage '" + name + "': parallelism must be at least 1");
     stages_.push_back(stage_def{std::move(name), parallelism, std::move(upstreams), {}, false, {}, {}});
@@ -170,6 +175,7 @@ class job_builder {
  private:
   std::string name_;
   std::vector<stage_def> stages_;
+  std::vector<std::string> output_dirs_;
 };
 
 template <class T>

@@ -7,6 +7,12 @@
 //   A checkpoint whose job fingerprint differs from this run's (another job, graph, parallelism or
 //   input), or that records none, is refused before any task starts: exit code 2, the message names
 //   each difference (job_fingerprint.hpp). So is an input that is not a regular file.
+// - Directories: before any task starts, the checkpoint directory and every output directory of the
+//   job's sinks (job_builder::output_dirs()) are locked until run_job returns (`.sluice-lock`), and
+//   each output directory must be the job's own (`.sluice-output`; a fresh run takes only an empty
+//   or new one). A directory another job holds, one that cannot be written, or one holding output
+//   that is not this job's is refused: exit code 2, the message naming the directory and why
+//   (README "Directories a job owns").
 // - Placement: task t (numbered stage by stage, subtask by subtask: the same numbers every run) runs
 //   on executor t mod executors; everything of a task stays there.
 // - Channels between stages are local channels, or loopback TCP (one transport per executor) with

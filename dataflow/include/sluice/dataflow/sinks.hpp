@@ -91,6 +91,7 @@ void stream<T>::write_lines(std::string dir, std::function<std::string(const T&)
   stage.sink = true;
   // (A slow sink's delay is not identity: it changes when lines are written, not which.)
   close_identity({"sink=write_lines", "write_lines.dir=" + detail::identity_path(dir)});
+  job_->add_output_dir(dir);
   stage.build = [attach, dir, format, options](task_builder& b) {
     auto& tail = b.make<file_sink_tail<T>>(dir, b.id(), format, options);
     b.set_output(tail);

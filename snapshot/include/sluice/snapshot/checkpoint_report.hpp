@@ -40,7 +40,8 @@ std::string json_string(std::string_view text);
 //   {"id":7,"status":"valid","reason":null,"fault":null,"mode":"unaligned","tasks":2,
 //    "operator_state_bytes":8,"channel_state_bytes":10600,"size_bytes":10896,
 //    "created_unix_ms":1712000000000,"resume_point":true}
-// `status` is "valid" or "invalid"; reason and fault (its name) are set when invalid.
+// `status` is "valid" or "invalid"; reason and fault (its name) are set when invalid. An entry
+// whose name is not a valid id (fault "bad-name") has "id":null; its reason starts with the name.
 std::string format_json_line(const checkpoint_info& info, checkpoint_id resume);
 
 // The human table, newest first, with a header row and "<- resume point" after the chosen one.

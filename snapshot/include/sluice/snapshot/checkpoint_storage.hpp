@@ -33,6 +33,12 @@
 // end to end (state file parse, size, CRC32C, byte totals). newest_valid() returns the newest valid
 // checkpoint and logs why each newer one was skipped. load(id) returns the task states themselves.
 //
+// Ids on disk: a directory counts as checkpoint <id> only when named `chk-<id>` with <id> decimal,
+// without a leading zero, from 1 to max_checkpoint_id (2^62). Any other `chk-*` entry (chk-007,
+// chk-7.tmp, chk-18446744073709551615) is invalid with its reason (storage_errc::bad_name): list()
+// reports it, newest_valid() logs it, and neither recovery's next id nor retention ever uses it.
+// The bound keeps `highest + 1` far from wrapping: the id after chk-<2^62> is refused instead.
+//
 // Retention keeps the newest K committed checkpoints (a manifest that decodes; an empty one does
 // not), removes older ones
 // and every uncommitted directory older than the newest committed one, and never touches the
@@ -64,14 +70,20 @@
 
 namespace sluice::snapshot {
 
+// The largest id a checkpoint directory may carry. Recovery continues at the highest id on disk + 1,
+// so it refuses to start above this one rather than wrap (2^62 checkpoints, one per millisecond,
+// take 146 million years).
+inline constexpr checkpoint_id max_checkpoint_id = checkpoint_id{1} << 62;
+
 struct storage_options {
   std::size_t retained_checkpoints = 3;  // K: committed checkpoints retention keeps (>= 1)
 };
 
 // One `chk-<id>` directory as list() and validate() see it.
 struct checkpoint_info {
-  checkpoint_id id = no_checkpoint;
-  std::string path;  // <root>/chk-<id>
+  checkpoint_id id = no_checkpoint;  // no_checkpoint for an entry whose name is not a valid id
+  std::string name;                  // the entry's name: "chk-7" (or "chk-007", for bad_name)
+  std::string path;                  // <root>/<name>
   bool valid = false;
   std::error_code fault;  // when invalid: a storage_errc, or an errno from the I/O
   std::string reason;     // when invalid: "chk-7/task-2.state: bad checksum in record 3 (...)"
@@ -89,6 +101,7 @@ struct checkpoint_info {
 struct recovery_choice {
   std::optional<checkpoint_info> chosen;
   std::vector<checkpoint_info> skipped;  // newest first, each with its reason
+  std::vector<checkpoint_info> ignored;  // `chk-*` entries whose name is not a valid id (bad_name)
 };
 
 struct loaded_checkpoint {
@@ -111,8 +124,12 @@ class checkpoint_storage {
   const std::string& root() const noexcept { return root_; }
   std::string checkpoint_dir(checkpoint_id id) const;                // <root>/chk-<id>
   std::string state_file_path(checkpoint_id id, task_id task) const;  // <root>/chk-<id>/task-<t>.state
-  // "chk-<id>" when `text` is exactly that (decimal, no leading zero, above 0), else nothing.
+  // <id> when `text` is exactly "chk-<id>" (decimal, no leading zero, 1..max_checkpoint_id), else nothing.
   static std::optional<checkpoint_id> parse_dir_name(std::string_view text) noexcept;
+  // For a name starting with "chk-" that parse_dir_name() rejects, why: "checkpoint id
+  // 18446744073709551615 is above the largest valid id 4611686018427387904 (2^62)". Nothing for a
+  // valid name or one without the prefix (not a checkpoint's name at all).
+  static std::optional<std::string> bad_dir_name_reason(std::string_view text);
 
   // mkdir <root>/chk-<id>, making <root> first if it is missing. Fails if the directory exists.
   runtime::task<io::result<void>> create_checkpoint_dir(checkpoint_id id);
@@ -140,8 +157,9 @@ class checkpoint_storage {
   // One retention pass (see the top of this file). `in_progress` (or no_checkpoint) is never removed.
   runtime::task<io::result<retention_report>> retain(checkpoint_id in_progress);
 
-  // Every chk-* directory, ascending by id, each validated end to end. Fails only if <root> cannot
-  // be listed.
+  // Every `chk-*` entry whose name is not a valid id (invalid, bad_name, id no_checkpoint), by name,
+  // then every chk-<id> directory, ascending by id, each validated end to end. Fails only if <root>
+  // cannot be listed.
   runtime::task<io::result<std::vector<checkpoint_info>>> list();
   // The newest checkpoint that validates end to end; logs (warn) each newer one skipped and why.
   // Checkpoints in `rejected` (found unrestorable by the caller) are skipped with the reason given.
@@ -157,7 +175,12 @@ class checkpoint_storage {
   runtime::task<io::result<checkpoint_manifest>> check(checkpoint_id id, std::vector<task_state>* keep,
                                                        checkpoint_info* info);
   runtime::task<io::result<void>> remove_checkpoint_dir(checkpoint_id id, std::optional<checkpoint_manifest> manifest);
-  io::result<std::vector<checkpoint_id>> list_ids() const;  // blocking readdir, ascending
+  struct listing {
+    std::vector<checkpoint_id> ids;       // ascending
+    std::vector<checkpoint_info> ignored;  // bad names, by name
+  };
+  io::result<listing> scan() const;                         // blocking readdir
+  io::result<std::vector<checkpoint_id>> list_ids() const;  // scan().ids
   // Whether prepare_checkpoint made `_manifest` and every file `manifest` lists durable.
   bool names_durable(const checkpoint_manifest& manifest) const;
   void forget_prepared(checkpoint_id up_to);  // drops what prepare_checkpoint recorded for ids <= up_to

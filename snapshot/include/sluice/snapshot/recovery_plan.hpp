@@ -7,7 +7,9 @@
 // it. next_checkpoint_id is one above the highest id of ANY chk-* directory, valid or not, so an id
 // is never reused even for a checkpoint that was aborted or cut short by the crash. (The skipped
 // list already holds every directory newer than the chosen one, so no second listing is needed;
-// retention never removes the newest directory.)
+// retention never removes the newest directory.) A `chk-*` entry whose name is not a valid id
+// (checkpoint_storage.hpp) never counts: it is in `ignored`, logged with its reason. At
+// chk-<max_checkpoint_id> there is no next id: the plan fails instead of wrapping.
 //
 //   auto plan = (co_await plan_recovery(storage)).value();
 //   coordinator_options o;  o.first_checkpoint_id = plan.next_checkpoint_id;
@@ -35,6 +37,7 @@ struct recovered_task {
 struct recovery_plan {
   std::optional<checkpoint_info> checkpoint;  // none: a fresh start
   std::vector<checkpoint_info> skipped;       // newer directories that did not validate, newest first
+  std::vector<checkpoint_info> ignored;       // `chk-*` entries whose name is not a valid id
   std::map<task_id, recovered_task> tasks;    // empty on a fresh start
   std::map<std::string, std::vector<std::byte>> metadata;  // the manifest's job metadata
   checkpoint_id next_checkpoint_id = 1;

@@ -20,6 +20,7 @@ enum class storage_errc {
   truncated,             // a state file ends inside a header or payload, or before its end record
   bad_format,            // anything else malformed in a state file (magic, header, order, counts)
   unrestorable,          // every file validates, but the state does not restore (the job said why)
+  bad_name,              // a `chk-*` entry whose name is not a valid id (chk-007, chk-18446744073709551615)
 };
 
 const std::error_category& storage_category() noexcept;

@@ -1,0 +1,197 @@
+// job_directories (see job_directories.hpp): the locks on a job's directories and the marker that
+// makes an output directory the job's own.
+
+#include "job_directories.hpp"
+
+#include <sluice/io/fs.hpp>
+
+#include <fmt/core.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+namespace sluice::dataflow::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view marker_header = "sluice output directory, version 1";
+
+io::error refused(std::string message) {
+  return io::error(std::make_error_code(std::errc::operation_not_permitted), std::move(message));
+}
+
+// `dir` made (with its parents) and resolved to an absolute path without symlinks.
+io::result<std::string> make_and_resolve(const std::string& dir, std::string_view what) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return io::error(ec, fmt::format("create {} '{}': {}", what, dir, ec.message()));
+  fs::path resolved = fs::canonical(dir, ec);
+  if (ec) return io::error(ec, fmt::format("resolve {} '{}': {}", what, dir, ec.message()));
+  return resolved.string();
+}
+
+// The marker's text, or nothing if there is no marker.
+io::result<std::optional<std::string>> read_marker(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (status.type() == fs::file_type::not_found) return std::optional<std::string>{};
+  if (ec) return io::error(ec, fmt::format("read marker '{}': {}", path, ec.message()));
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || status.type() != fs::file_type::regular) {
+    return io::error(std::make_error_code(std::errc::io_error), fmt::format("read marker '{}': unreadable", path));
+  }
+  return std::optional<std::string>(text.str());
+}
+
+// The value of the line "<key> <value>" of a marker's text, or "?".
+std::string marker_field(const std::string& text, std::string_view key) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ' ') return line.substr(key.size() + 1);
+  }
+  return "?";
+}
+
+int write_all(int fd, std::string_view text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    done += static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+int fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  const int rc = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  return rc;
+}
+
+// Writes the marker durably: a temporary file, fsynced, renamed over the marker's name, then the
+// directory fsynced. A crash leaves no marker or a whole one (and maybe the temporary file, which
+// claim() ignores and the next claim overwrites).
+io::result<void> write_marker(const std::string& dir, const std::string& text) {
+  const std::string temp = dir + "/" + std::string(job_directories::marker_temp_file_name);
+  const std::string path = dir + "/" + std::string(job_directories::marker_file_name);
+  const auto failed = [&path](int e) { return io::error::from_errno(e, fmt::format("write marker '{}'", path)); };
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return failed(errno);
+  int e = write_all(fd, text);
+  if (e == 0 && ::fsync(fd) != 0) e = errno;
+  if (::close(fd) != 0 && e == 0) e = errno;
+  if (e == 0 && ::rename(temp.c_str(), path.c_str()) != 0) e = errno;
+  if (e == 0) e = fsync_dir(dir);
+  if (e != 0) return failed(e);
+  return io::success();
+}
+
+}  // namespace
+
+io::result<job_directories> job_directories::lock(std::string job_name, const std::string& checkpoint_dir,
+                                                  const std::vector<std::string>& output_dirs) {
+  auto checkpoint_path = make_and_resolve(checkpoint_dir, "checkpoint directory");
+  if (!checkpoint_path) return std::move(checkpoint_path).error();
+  auto checkpoint_lock = io::directory_lock::acquire(checkpoint_dir, "checkpoint directory");
+  if (!checkpoint_lock) return std::move(checkpoint_lock).error();
+  job_directories dirs(std::move(job_name), checkpoint_dir, std::move(checkpoint_path).value(),
+                       std::move(checkpoint_lock).value());
+  dirs.output_dirs_ = output_dirs;
+  return dirs;
+}
+
+// The output directories are made and locked only once the checkpoint is known to be this job's
+// (the checkpoint directory's lock keeps a second instance out meanwhile), so a refused run leaves
+// them as they were.
+io::result<void> job_directories::lock_outputs() {
+  for (const std::string& dir : output_dirs_) {
+    auto path = make_and_resolve(dir, "output directory");
+    if (!path) return std::move(path).error();
+    if (*path == checkpoint_path_) {
+      return refused(fmt::format("output directory '{}' is the checkpoint directory; give the output a directory "
+                                 "of its own",
+                                 dir));
+    }
+    // Two sinks of one job may share a directory (their task ids keep their files apart).
+    const bool known =
+        std::any_of(outputs_.begin(), outputs_.end(), [&path](const output& o) { return o.path == *path; });
+    if (known) continue;
+    auto lock = io::directory_lock::acquire(dir, "output directory");
+    if (!lock) return std::move(lock).error();
+    outputs_.push_back(output{dir, std::move(path).value(), std::move(lock).value()});
+  }
+  return io::success();
+}
+
+std::string job_directories::marker_text() const {
+  return fmt::format("{}\njob {}\ncheckpoint-dir {}\n", marker_header, job_name_, checkpoint_path_);
+}
+
+io::result<void> job_directories::claim_outputs(bool resuming) {
+  if (outputs_.empty()) {
+    io::result<void> locked = lock_outputs();
+    if (!locked) return locked;
+  }
+  for (const output& out : outputs_) {
+    auto claimed = claim(out, resuming);
+    if (!claimed) return claimed;
+  }
+  return io::success();
+}
+
+io::result<void> job_directories::claim(const output& out, bool resuming) const {
+  const std::string expected = marker_text();
+  auto marker = read_marker(out.path + "/" + std::string(marker_file_name));
+  if (!marker) return std::move(marker).error();
+  if (*marker) {
+    if (**marker == expected) return io::success();
+    return refused(fmt::format(
+        "output directory '{}' holds the output of job '{}' with checkpoint directory '{}', not of this job ('{}' "
+        "with checkpoint directory '{}'); choose an empty or new directory",
+        out.dir, marker_field(**marker, "job"), marker_field(**marker, "checkpoint-dir"), job_name_, checkpoint_path_));
+  }
+  if (resuming) {
+    return refused(fmt::format(
+        "output directory '{}' holds no output of this job (no {} marker), yet checkpoint directory '{}' holds a "
+        "checkpoint to resume from; give the job its own output directory back, or start afresh with a new "
+        "checkpoint directory",
+        out.dir, marker_file_name, checkpoint_dir_));
+  }
+  auto names = io::list_directory_blocking(out.path);
+  if (!names) return std::move(names).error();
+  std::vector<std::string> foreign;
+  for (std::string& name : *names) {
+    // (what a crash during a lock or a claim may leave is ours, not foreign)
+    const bool ours = name == io::directory_lock::file_name || name == io::directory_lock::probe_file_name ||
+                      name == marker_temp_file_name;
+    if (!ours) foreign.push_back(std::move(name));
+  }
+  if (!foreign.empty()) {
+    std::sort(foreign.begin(), foreign.end());
+    const std::string more = foreign.size() > 1 ? fmt::format(" and {} more", foreign.size() - 1) : std::string();
+    return refused(fmt::format(
+        "output directory '{}' is not empty and holds no output of this job (it holds '{}'{}); choose an empty or "
+        "new directory",
+        out.dir, foreign.front(), more));
+  }
+  return write_marker(out.path, expected);
+}
+
+}  // namespace sluice::dataflow::detail
