@@ -8,11 +8,15 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
+#include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -614,4 +618,201 @@ TEST_CASE("release() recycles a subpartition's queued buffers exactly once and w
   sync_wait(release_case(&memory, &seen), virtual_time());
   REQUIRE(seen.woken);
   REQUIRE(seen.released_when_woken);
+}
+
+// --- a failed try_emit leaves an empty current buffer: no flush may queue it ----------------------
+
+namespace {
+
+struct polled_data {
+  std::vector<std::string> records;
+  std::size_t data_buffers = 0;
+  std::size_t empty_data_buffers = 0;  // the TCP transport rejects these as malformed frames
+  std::string items;
+};
+
+polled_data drain_checked(result_partition& out, std::size_t subpartition) {
+  polled_data d;
+  record_deserializer des;
+  while (auto next = out.poll_next(subpartition)) {
+    if (next->view.kind() == buffer_kind::event) {
+      d.items += is_end_of_partition(next->view) ? 'E' : 'e';
+      continue;
+    }
+    d.items += 'd';
+    ++d.data_buffers;
+    if (next->view.size() == 0) ++d.empty_data_buffers;
+    des.set_next_buffer(std::move(next->view));
+    while (auto r = des.next_record<std::string>()) d.records.push_back(std::move(*r));
+  }
+  des.clear();
+  return d;
+}
+
+struct empty_buffer_seen {
+  std::size_t queued_after_flush_due = 99;
+  std::size_t queued_after_flush_all = 99;
+  std::size_t queued_after_flusher = 99;
+};
+
+// Subpartition 1's empty buffer passes its deadline for flush_due(); subpartition 0's is flushed
+// with flush_all(); then the flusher runs three rounds over both.
+task<void> oversized_producer(result_partition* out, std::string big, empty_buffer_seen* seen) {
+  local_buffer_pool& pool = out->pool();
+  REQUIRE_FALSE(out->try_emit(big, 1));
+  REQUIRE(pool.in_use() == 1);  // it took a buffer for the record, then found it does not fit
+  co_await sleep_for(150ms);    // past that buffer's flush deadline
+  REQUIRE_FALSE(out->try_emit(big, 0));
+  REQUIRE(pool.in_use() == 2);
+  out->flush_due();
+  seen->queued_after_flush_due = out->queued(1);
+  out->flush_all();
+  seen->queued_after_flush_all = out->queued(0);
+  co_await sleep_for(350ms);  // the flusher's rounds at 100, 200 and 300 ms
+  seen->queued_after_flusher = out->queued(0) + out->queued(1);
+  REQUIRE_FALSE(out->poll_next(0).has_value());
+  REQUIRE_FALSE(out->poll_next(1).has_value());
+  // The slow path takes the record, starting in the buffer the fast path left.
+  for (std::size_t sub = 0; sub < 2; ++sub) {
+    const bool ok = co_await out->emit(big, sub);
+    REQUIRE(ok);
+  }
+  const bool finished = co_await out->finish();
+  REQUIRE(finished);
+}
+
+task<void> failed_try_emit_case(network_memory* memory, empty_buffer_seen* seen) {
+  local_buffer_pool pool(memory->pool(0), 2, 8);
+  {
+    result_partition out(pool, {.subpartitions = 2, .flush_timeout = 100ms});
+    const std::string big = text(segment_bytes + 100, 5);
+    co_await when_all(out.run_flusher(), oversized_producer(&out, big, seen));
+    for (std::size_t sub = 0; sub < 2; ++sub) {
+      INFO("subpartition " << sub);
+      const polled_data d = drain_checked(out, sub);
+      CHECK(d.empty_data_buffers == 0);
+      CHECK(d.records == std::vector<std::string>{big});
+      CHECK(d.items == "ddE");  // the record spans two buffers, then end-of-partition
+    }
+  }
+  REQUIRE(pool.in_use() == 0);
+  REQUIRE(pool.violations() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a try_emit that does not fit leaves no empty buffer for flush_due, flush_all or the flusher to queue",
+          "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  empty_buffer_seen seen;
+  sync_wait(failed_try_emit_case(&memory, &seen), virtual_time());
+  CHECK(seen.queued_after_flush_due == 0);
+  CHECK(seen.queued_after_flush_all == 0);
+  CHECK(seen.queued_after_flusher == 0);
+}
+
+// --- recovered output channel state: stream bytes starting inside a record ------------------------
+
+namespace {
+
+// Records framed as the wire format, flat; starts[i] is where record i's prefix begins.
+struct flat_stream {
+  std::vector<std::byte> bytes;
+  std::vector<std::size_t> starts;
+};
+
+flat_stream frame(const std::vector<std::string>& records) {
+  flat_stream s;
+  for (const std::string& r : records) {
+    s.starts.push_back(s.bytes.size());
+    const std::uint32_t length = static_cast<std::uint32_t>(r.size());
+    const std::size_t at = s.bytes.size();
+    s.bytes.resize(at + record_length_bytes + r.size());
+    std::memcpy(s.bytes.data() + at, &length, record_length_bytes);
+    if (!r.empty()) std::memcpy(s.bytes.data() + at + record_length_bytes, r.data(), r.size());
+  }
+  return s;
+}
+
+// Sizes around the awkward ones: 0, shorter than a prefix, larger than two buffers, exactly a buffer.
+std::vector<std::string> resent_records() {
+  return {text(1, 1), text(0, 2), text(3000, 3), text(2 * segment_bytes + 9, 4), text(10, 5),
+          text(segment_bytes - 4, 6), text(5, 7)};
+}
+
+std::string as_text(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
+// The consumer before the failure read the stream up to `cut` (in segment-sized buffers); yields
+// its records and its deserializer's partial record.
+std::vector<std::byte> read_first_part(local_buffer_pool& pool, std::span<const std::byte> part,
+                                       std::vector<std::string>& out) {
+  record_deserializer des;
+  for (std::size_t at = 0; at < part.size(); at += segment_bytes) {
+    buffer b = *pool.try_request();
+    b.append(part.subspan(at, std::min(segment_bytes, part.size() - at)));
+    des.set_next_buffer(b.retain());
+    b.reset();
+    while (auto r = des.next_record_bytes()) out.push_back(as_text(*r));
+  }
+  std::vector<std::byte> partial = des.partial_record();
+  des.clear();
+  return partial;
+}
+
+task<void> stream_bytes_case(network_memory* memory, std::vector<std::size_t> cuts) {
+  local_buffer_pool pool(memory->pool(0), 2, 16);
+  const std::vector<std::string> records = resent_records();
+  const flat_stream stream = frame(records);
+  std::vector<std::string> expected = records;
+  expected.push_back("after");
+  for (std::size_t cut : cuts) {
+    INFO("cut at stream byte " << cut);
+    const std::span<const std::byte> all(stream.bytes);
+    std::vector<std::string> got;
+    const std::vector<std::byte> partial = read_first_part(pool, all.first(cut), got);
+    // The restarted consumer holds the half-read record; the restarted producer re-sends the rest.
+    record_deserializer consumer;
+    consumer.restore_partial(partial);
+    {
+      result_partition out(pool, {.subpartitions = 1, .flush_timeout = 100ms});
+      const bool resent = co_await out.emit_stream_bytes(all.subspan(cut), 0);
+      REQUIRE(resent);
+      const std::string after = "after";
+      const bool emitted = co_await out.emit_bytes(
+          std::span<const std::byte>(reinterpret_cast<const std::byte*>(after.data()), after.size()), 0);
+      REQUIRE(emitted);
+      out.flush_all();
+      while (auto next = out.poll_next(0)) {
+        REQUIRE(next->view.kind() == buffer_kind::data);
+        REQUIRE(next->view.size() > 0);
+        consumer.set_next_buffer(std::move(next->view));
+        while (auto r = consumer.next_record_bytes()) got.push_back(as_text(*r));
+      }
+    }
+    REQUIRE_FALSE(consumer.has_partial_record());
+    REQUIRE(got == expected);
+    REQUIRE(pool.in_use() == 0);
+  }
+  REQUIRE(pool.violations() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("stream bytes emitted after a cut at any offset complete the consumer's restored partial record",
+          "[partition]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  const flat_stream stream = frame(resent_records());
+  std::vector<std::size_t> cuts{0, stream.bytes.size()};
+  // Around every record start: inside its prefix, just after it, and the end of the previous one.
+  for (std::size_t start : stream.starts) {
+    for (std::size_t k = start == 0 ? 0 : start - 1; k <= start + record_length_bytes + 1; ++k) cuts.push_back(k);
+  }
+  // Around the consumer's buffer boundaries, and seeded arbitrary offsets.
+  for (std::size_t b = segment_bytes; b < stream.bytes.size(); b += segment_bytes) {
+    cuts.insert(cuts.end(), {b - 1, b, b + 1});
+  }
+  std::mt19937 rng(20261201);
+  for (int i = 0; i < 60; ++i) cuts.push_back(rng() % (stream.bytes.size() + 1));
+  std::erase_if(cuts, [&](std::size_t k) { return k > stream.bytes.size(); });
+  sync_wait(stream_bytes_case(&memory, cuts), virtual_time());
 }

@@ -1,0 +1,488 @@
+// task_checkpoint: a task's side of a checkpoint, driven through a fake checkpoint_subject with a
+// real channel_state_writer, a real result_partition and real state files; the state file is read
+// back with read_state_file and its record order with parse_state_file.
+
+#include <sluice/buffers/buffer_pool.hpp>
+#include <sluice/buffers/result_partition.hpp>
+#include <sluice/runtime/scope.hpp>
+#include <sluice/runtime/sync_wait.hpp>
+#include <sluice/runtime/test_backend.hpp>
+#include <sluice/runtime/timer.hpp>
+#include <sluice/snapshot/state_file_reader.hpp>
+#include <sluice/snapshot/task_checkpoint.hpp>
+
+#include <snapshot/task_checkpoint_support.hpp>
+#include <snapshot/writer_support.hpp>
+#include <support/backends.hpp>
+#include <support/temp_dir.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+using namespace sluice;
+using namespace sluice::snapshot;
+using namespace std::chrono_literals;
+namespace bf = sluice::buffers;
+using runtime::op_code;
+using runtime::sync_wait;
+using runtime::task;
+using runtime::test_backend;
+using test::captured;
+using test::checkpoint_fakes::bytes_of;
+using test::checkpoint_fakes::chk_dir;
+using test::checkpoint_fakes::concat;
+using test::checkpoint_fakes::emit_all;
+using test::checkpoint_fakes::framed;
+using test::checkpoint_fakes::poll_all;
+using test::checkpoint_fakes::recording_acknowledger;
+using test::checkpoint_fakes::segment_bytes;
+using test::checkpoint_fakes::state_path;
+using test::checkpoint_fakes::task_harness;
+using test::checkpoint_fakes::test_task;
+using test::pattern_bytes;
+using test::temp_dir;
+
+// --- unaligned ------------------------------------------------------------------------------------
+
+namespace {
+
+struct unaligned_seen {
+  std::vector<std::pair<record_type, std::uint32_t>> order;  // every record's (type, index), in file order
+  std::optional<task_state> state;
+  std::string items0, items1;
+  std::vector<std::byte> data0;
+  std::size_t acks_before_finish_input = 99;
+  bool decided_before_finish_input = true;
+  std::vector<recording_acknowledger::ack> acks;
+  std::size_t declines = 99;
+  std::vector<checkpoint_id> sink_state_ids;
+  std::uint64_t expected_channel_bytes = 0;
+  std::uint64_t expected_operator_bytes = 0;
+};
+
+const std::vector<std::vector<std::byte>> sub0_records = {bytes_of("first"), pattern_bytes(segment_bytes + 50, 1),
+                                                          bytes_of("third")};
+const std::vector<std::vector<std::byte>> sub1_records = {pattern_bytes(300, 2)};
+const std::vector<std::byte> partial0 = pattern_bytes(7, 3);     // a prefix and 3 bytes of a record
+const std::vector<std::byte> rest0 = pattern_bytes(500, 4);
+const std::vector<std::byte> partial2 = pattern_bytes(2, 5);     // half a length prefix
+const std::vector<std::byte> rest3 = pattern_bytes(40, 6);
+const std::vector<std::byte> captured0 = pattern_bytes(90, 7);  // the handler's capture, after the snapshot
+
+task<void> unaligned_case(std::string chk, unaligned_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  {
+    task_harness h(memory, /*has_input=*/true);
+    h.subject.operators = {{0, bytes_of("window")}, {1, bytes_of("counts")},
+                           {section_index(state_section::source), bytes_of("offset=42")}};
+    h.subject.sink = true;
+    h.subject.sink_bytes = bytes_of("staged lines");
+    h.subject.backlog = bytes_of("backlog records");
+    h.subject.input.push_back({0, partial0, captured(h.data_pool, rest0)});
+    h.subject.input.push_back({2, partial2, std::nullopt});
+    h.subject.input.push_back({3, {}, captured(h.data_pool, rest3)});
+    seen->expected_channel_bytes = framed(sub0_records).size() + framed(sub1_records).size() + partial0.size() +
+                                   rest0.size() + partial2.size() + rest3.size() + captured0.size();
+    seen->expected_operator_bytes = 6 + 6 + 9 + 12 + 15;
+
+    co_await emit_all(&h.out, sub0_records, 0);
+    co_await emit_all(&h.out, sub1_records, 1);
+    REQUIRE(h.out.backlog(0) >= 1);  // a full buffer is queued, the rest is in the current buffer
+
+    io::result<void> taken = co_await h.checkpoint.take(9, checkpoint_mode::unaligned, chk);
+    REQUIRE(taken.ok());
+    co_await runtime::sleep_for(5ms);  // every write the writer can do is done
+    seen->acks_before_finish_input = h.acknowledger.acks.size();
+    seen->decided_before_finish_input = h.checkpoint.writer().try_result(9).has_value();
+
+    std::vector<bf::buffer_view> views;
+    views.push_back(captured(h.data_pool, captured0));
+    h.checkpoint.capture(9, 0, std::move(views));
+    h.checkpoint.finish_input(9);
+    const checkpoint_outcome outcome = co_await h.checkpoint.writer().result(9);
+    REQUIRE(outcome.completed());
+    co_await runtime::sleep_for(1ms);  // the watcher reports
+    seen->acks = h.acknowledger.acks;
+    seen->declines = h.acknowledger.declines.size();
+    seen->sink_state_ids = h.subject.sink_state_ids;
+
+    // The barrier overtook the queued data, which stays queued behind it.
+    seen->items0 = poll_all(h.out, 0, 9, &seen->data0);
+    seen->items1 = poll_all(h.out, 1, 9, nullptr);
+    co_await h.checkpoint.close();
+    REQUIRE(h.data_pool.violations() == 0);
+  }
+  const test::read_state_file raw = test::parse_state_file(state_path(chk));
+  for (const auto& r : raw.records) seen->order.emplace_back(r.header.type, r.header.index);
+  io::result<task_state> state = co_await read_state_file(state_path(chk), "chk-9/task-6.state",
+                                                          {.checkpoint = 9, .task = test_task});
+  REQUIRE(state.ok());
+  seen->state = std::move(state).value();
+}
+
+}  // namespace
+
+TEST_CASE("an unaligned snapshot stores the overtaken output, each channel's partial record then its unread rest, "
+          "then the operator, sink and backlog sections",
+          "[task_checkpoint]") {
+  const auto kind = GENERATE(test::backend_kind::test, test::backend_kind::uring);
+  INFO("backend: " << test::to_string(kind));
+  temp_dir dir;
+  unaligned_seen seen;
+  sync_wait(unaligned_case(chk_dir(dir, 9), &seen), test::backend_options(kind));
+
+  REQUIRE(seen.state.has_value());
+  const task_state& s = *seen.state;
+  // Output channel state: exactly the subpartitions' unsent streams.
+  CHECK(s.output_channels.size() == 2);
+  CHECK(s.output_channels.at({0, 0}) == framed(sub0_records));
+  CHECK(s.output_channels.at({0, 1}) == framed(sub1_records));
+  // Input channel state per channel: the partial record, then the rest, then the handler's captures.
+  CHECK(s.input_channels.size() == 3);
+  CHECK(s.input_channels.at({0, 0}) == concat(concat(partial0, rest0), captured0));
+  CHECK(s.input_channels.at({0, 2}) == partial2);
+  CHECK(s.input_channels.at({0, 3}) == rest3);
+  // The sections, under the file format's numbers.
+  CHECK(s.operator_state.size() == 5);
+  CHECK(s.operator_state.at(0) == bytes_of("window"));
+  CHECK(s.operator_state.at(1) == bytes_of("counts"));
+  CHECK(s.operator_state.at(1000) == bytes_of("offset=42"));
+  CHECK(s.operator_state.at(1001) == bytes_of("staged lines"));
+  CHECK(s.operator_state.at(1002) == bytes_of("backlog records"));
+  CHECK(seen.sink_state_ids == std::vector<checkpoint_id>{9});
+
+  // File order: output, input (in the subject's order), operators, sink, backlog, then the capture.
+  using rt = record_type;
+  std::vector<std::pair<rt, std::uint32_t>> order;
+  for (const auto& o : seen.order) {
+    if (order.empty() || order.back() != o) order.push_back(o);  // a channel's buffers: one entry
+  }
+  const std::vector<std::pair<rt, std::uint32_t>> expected_order = {
+      {rt::output_channel, 0}, {rt::output_channel, 1}, {rt::input_channel, 0},      {rt::input_channel, 2},
+      {rt::input_channel, 3},  {rt::operator_state, 0}, {rt::operator_state, 1},     {rt::operator_state, 1000},
+      {rt::operator_state, 1001}, {rt::operator_state, 1002}, {rt::input_channel, 0}};
+  CHECK(order == expected_order);
+
+  // Not before every input channel's state is in; then once, with the writer's totals.
+  CHECK(seen.acks_before_finish_input == 0);
+  CHECK_FALSE(seen.decided_before_finish_input);
+  REQUIRE(seen.acks.size() == 1);
+  CHECK(seen.acks[0].task == test_task);
+  CHECK(seen.acks[0].id == 9);
+  CHECK(seen.acks[0].stats.channel_state_bytes == seen.expected_channel_bytes);
+  CHECK(seen.acks[0].stats.operator_state_bytes == seen.expected_operator_bytes);
+  CHECK(seen.acks[0].stats.alignment_duration == 9ms);
+  CHECK(seen.declines == 0);
+
+  // Downstream: the priority barrier first, then the data it overtook (still sent, after it).
+  REQUIRE(seen.items0.size() >= 2);
+  CHECK(seen.items0.front() == 'B');
+  CHECK(seen.items0.substr(1) == std::string(seen.items0.size() - 1, 'd'));
+  CHECK(seen.data0 == framed(sub0_records));
+  CHECK(seen.items1 == "Bd");
+}
+
+namespace {
+
+struct no_input_seen {
+  std::size_t acks = 99;
+  std::size_t declines = 99;
+  checkpoint_id acked = 0;
+  int unconsumed_calls = -1;
+  std::optional<task_state> state;
+};
+
+task<void> no_input_case(std::string chk, no_input_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  {
+    task_harness h(memory, /*has_input=*/false);
+    h.subject.operators = {{section_index(state_section::source), bytes_of("offset=7")}};
+    io::result<void> taken = co_await h.checkpoint.take(3, checkpoint_mode::unaligned, chk);
+    REQUIRE(taken.ok());
+    co_await runtime::sleep_for(5ms);  // no finish_input: a task without input needs none
+    seen->acks = h.acknowledger.acks.size();
+    seen->declines = h.acknowledger.declines.size();
+    if (!h.acknowledger.acks.empty()) seen->acked = h.acknowledger.acks[0].id;
+    seen->unconsumed_calls = h.subject.unconsumed_calls;
+    co_await h.checkpoint.close();
+  }
+  io::result<task_state> state = co_await read_state_file(state_path(chk), "chk-3", {.checkpoint = 3});
+  REQUIRE(state.ok());
+  seen->state = std::move(state).value();
+}
+
+}  // namespace
+
+TEST_CASE("a task without input acknowledges its unaligned snapshot once written, with no finish_input",
+          "[task_checkpoint]") {
+  temp_dir dir;
+  no_input_seen seen;
+  sync_wait(no_input_case(chk_dir(dir, 3), &seen), test::virtual_time());
+  CHECK(seen.acks == 1);
+  CHECK(seen.acked == 3);
+  CHECK(seen.declines == 0);
+  CHECK(seen.unconsumed_calls == 1);
+  REQUIRE(seen.state.has_value());
+  CHECK(seen.state->input_channels.empty());
+  CHECK(seen.state->output_channels.empty());  // nothing was queued
+  CHECK(seen.state->operator_state.size() == 1);
+  CHECK(seen.state->operator_state.at(1000) == bytes_of("offset=7"));
+}
+
+// --- aligned --------------------------------------------------------------------------------------
+
+namespace {
+
+struct aligned_seen {
+  int drain_calls = -1;
+  int unconsumed_calls = -1;
+  std::string items0, items1;
+  std::vector<std::byte> data0;
+  std::size_t acks = 99;
+  std::optional<task_state> state;
+  std::vector<std::pair<record_type, std::uint32_t>> order;
+};
+
+const std::vector<std::vector<std::byte>> before_barrier = {bytes_of("emitted before")};
+const std::vector<std::vector<std::byte>> backlog_records = {bytes_of("backlog one"), pattern_bytes(2000, 8)};
+
+task<void> aligned_case(std::string chk, bool backlogged, aligned_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  {
+    task_harness h(memory, /*has_input=*/true);
+    h.subject.operators = {{0, bytes_of("window")}, {1, bytes_of("counts")}};
+    h.subject.backlogged = backlogged;
+    h.subject.backlog = bytes_of("not stored when aligned");
+    h.subject.drained_records = backlog_records;
+    co_await emit_all(&h.out, before_barrier, 0);
+
+    io::result<void> taken = co_await h.checkpoint.take(5, checkpoint_mode::aligned, chk);
+    REQUIRE(taken.ok());
+    seen->drain_calls = h.subject.drain_calls;
+    seen->unconsumed_calls = h.subject.unconsumed_calls;
+    // Operator state only: it completes without finish_input.
+    const checkpoint_outcome outcome = co_await h.checkpoint.writer().result(5);
+    REQUIRE(outcome.completed());
+    co_await runtime::sleep_for(1ms);
+    seen->acks = h.acknowledger.acks.size();
+    seen->items0 = poll_all(h.out, 0, 5, &seen->data0);
+    seen->items1 = poll_all(h.out, 1, 5, nullptr);
+    co_await h.checkpoint.close();
+  }
+  const test::read_state_file raw = test::parse_state_file(state_path(chk));
+  for (const auto& r : raw.records) seen->order.emplace_back(r.header.type, r.header.index);
+  io::result<task_state> state = co_await read_state_file(state_path(chk), "chk-5", {.checkpoint = 5});
+  REQUIRE(state.ok());
+  seen->state = std::move(state).value();
+}
+
+}  // namespace
+
+TEST_CASE("an aligned snapshot drains a backlogged output first, stores operator state only, and sends the "
+          "barrier in-band after the data",
+          "[task_checkpoint]") {
+  const bool backlogged = GENERATE(true, false);
+  INFO("backlogged: " << backlogged);
+  temp_dir dir;
+  aligned_seen seen;
+  sync_wait(aligned_case(chk_dir(dir, 5), backlogged, &seen), test::virtual_time());
+
+  CHECK(seen.drain_calls == (backlogged ? 1 : 0));
+  CHECK(seen.unconsumed_calls == 0);
+  CHECK(seen.acks == 1);
+  // The barrier follows everything emitted before it, the drained backlog included.
+  std::vector<std::vector<std::byte>> sent = before_barrier;
+  if (backlogged) sent.insert(sent.end(), backlog_records.begin(), backlog_records.end());
+  CHECK(seen.data0 == framed(sent));
+  REQUIRE_FALSE(seen.items0.empty());
+  CHECK(seen.items0.back() == 'b');
+  CHECK(seen.items0.substr(0, seen.items0.size() - 1) == std::string(seen.items0.size() - 1, 'd'));
+  CHECK(seen.items1 == "b");
+
+  REQUIRE(seen.state.has_value());
+  CHECK(seen.state->input_channels.empty());
+  CHECK(seen.state->output_channels.empty());
+  CHECK(seen.state->operator_state.size() == 2);  // no backlog section: the output was drained
+  CHECK(seen.state->operator_state.at(0) == bytes_of("window"));
+  CHECK(seen.state->operator_state.at(1) == bytes_of("counts"));
+  CHECK(seen.order == std::vector<std::pair<record_type, std::uint32_t>>{{record_type::operator_state, 0},
+                                                                        {record_type::operator_state, 1}});
+}
+
+// --- decline, refusal, close ----------------------------------------------------------------------
+
+namespace {
+
+struct decline_seen {
+  std::vector<recording_acknowledger::declined> declines;
+  std::size_t acks = 99;
+  std::optional<checkpoint_outcome> outcome;
+  std::string items0, items1;
+  std::vector<std::byte> data0;
+};
+
+task<void> decline_case(std::string chk, bool taken_first, decline_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  task_harness h(memory, /*has_input=*/true);
+  h.subject.operators = {{0, bytes_of("window")}};
+  co_await emit_all(&h.out, before_barrier, 0);
+  if (taken_first) {
+    io::result<void> taken = co_await h.checkpoint.take(4, checkpoint_mode::unaligned, chk);
+    REQUIRE(taken.ok());
+    // The barrier went out; drop it so that only the marker is left to see.
+    while (auto next = h.out.poll_next(1)) {
+    }
+  }
+  io::result<void> declined = co_await h.checkpoint.decline(4, abort_reason::declined, "alignment gave up");
+  REQUIRE(declined.ok());
+  co_await runtime::sleep_for(5ms);  // a watcher, if any, reports
+  seen->declines = h.acknowledger.declines;
+  seen->acks = h.acknowledger.acks.size();
+  seen->outcome = h.checkpoint.writer().try_result(4);
+  seen->items0 = poll_all(h.out, 0, 4, &seen->data0);
+  seen->items1 = poll_all(h.out, 1, 4, nullptr);
+  co_await h.checkpoint.close();
+}
+
+}  // namespace
+
+TEST_CASE("decline aborts the checkpoint, declines it to the acknowledger and sends a cancellation marker ahead "
+          "of the queued data",
+          "[task_checkpoint]") {
+  const bool taken_first = GENERATE(false, true);
+  INFO("taken first: " << taken_first);
+  temp_dir dir;
+  decline_seen seen;
+  sync_wait(decline_case(chk_dir(dir, 4), taken_first, &seen), test::virtual_time());
+
+  REQUIRE_FALSE(seen.declines.empty());
+  for (const auto& d : seen.declines) {
+    CHECK(d.task == test_task);
+    CHECK(d.id == 4);
+    CHECK(d.reason == abort_reason::declined);
+    CHECK(d.detail == "alignment gave up");
+  }
+  if (!taken_first) CHECK(seen.declines.size() == 1);
+  CHECK(seen.acks == 0);
+  REQUIRE(seen.outcome.has_value());
+  CHECK_FALSE(seen.outcome->completed());
+  CHECK(seen.outcome->reason == abort_reason::declined);
+  // The marker is a priority event: ahead of the queued data (behind the barrier, when one went first).
+  CHECK(seen.items0 == (taken_first ? "BCd" : "Cd"));
+  CHECK(seen.data0 == framed(before_barrier));
+  CHECK(seen.items1 == "C");
+}
+
+namespace {
+
+struct refused_seen {
+  std::size_t acks = 99;
+  std::size_t declines = 99;
+  std::size_t queued = 99;
+  int unconsumed_calls = -1;
+  std::uint64_t opens = 99;
+  std::uint64_t writes = 99;
+};
+
+task<void> refused_case(std::string dir4, std::string dir3, test_backend* backend, refused_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  task_harness h(memory, /*has_input=*/false);
+  h.subject.operators = {{0, bytes_of("window")}};
+  h.subject.input.push_back({0, pattern_bytes(5, 1), std::nullopt});
+  h.checkpoint.abort(4, abort_reason::coordinator, "superseded");
+  io::result<void> at_aborted = co_await h.checkpoint.take(4, checkpoint_mode::unaligned, dir4);
+  REQUIRE(at_aborted.ok());  // refused, not an error: the task runs on
+  io::result<void> below_aborted = co_await h.checkpoint.take(3, checkpoint_mode::unaligned, dir3);
+  REQUIRE(below_aborted.ok());
+  co_await runtime::sleep_for(5ms);
+  seen->acks = h.acknowledger.acks.size();
+  seen->declines = h.acknowledger.declines.size();
+  seen->queued = h.out.queued(0) + h.out.queued(1);
+  seen->unconsumed_calls = h.subject.unconsumed_calls;
+  seen->opens = backend->submitted(op_code::openat);
+  seen->writes = backend->submitted(op_code::write);
+  h.subject.input.clear();
+  co_await h.checkpoint.close();
+}
+
+}  // namespace
+
+TEST_CASE("a snapshot for an id at or below an aborted one reports nothing, sends no barrier and does no I/O",
+          "[task_checkpoint]") {
+  temp_dir dir;
+  refused_seen seen;
+  test_backend* backend = nullptr;
+  auto options = test::test_backend_options(backend);
+  sync_wait(refused_case(chk_dir(dir, 4), chk_dir(dir, 3), backend, &seen), std::move(options));
+  CHECK(seen.acks == 0);
+  CHECK(seen.declines == 0);
+  CHECK(seen.queued == 0);
+  CHECK(seen.unconsumed_calls == 0);  // the input is not taken for a checkpoint that is not written
+  CHECK(seen.opens == 0);
+  CHECK(seen.writes == 0);
+  CHECK_FALSE(std::filesystem::exists(state_path(dir.file("chk-4"))));
+  CHECK_FALSE(std::filesystem::exists(state_path(dir.file("chk-3"))));
+}
+
+namespace {
+
+struct close_seen {
+  std::size_t acks = 99;
+  std::size_t declines = 99;
+  std::optional<checkpoint_outcome> outcome;
+  bool closed = false;
+  std::size_t waiters = 99;
+};
+
+task<void> wait_outcome(channel_state_writer* writer, checkpoint_id id, std::optional<checkpoint_outcome>* out) {
+  *out = co_await writer->result(id);
+}
+
+task<void> close_case(std::string chk8, std::string chk9, close_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  task_harness h(memory, /*has_input=*/true);
+  h.subject.operators = {{0, bytes_of("window")}};
+  io::result<void> taken = co_await h.checkpoint.take(8, checkpoint_mode::unaligned, chk8);
+  REQUIRE(taken.ok());
+  runtime::scope waiters;
+  std::optional<checkpoint_outcome> waited;
+  waiters.spawn(wait_outcome(&h.checkpoint.writer(), 8, &waited));
+  co_await runtime::sleep_for(5ms);  // written as far as it can be; it waits for finish_input
+  REQUIRE_FALSE(waited.has_value());
+
+  co_await h.checkpoint.close();  // resolves the watcher and every waiter
+  co_await waiters.join();
+  seen->outcome = waited;
+  seen->closed = h.checkpoint.writer().closed();
+  seen->waiters = h.checkpoint.writer().result_waiters();
+  // After close, a snapshot is refused quietly.
+  io::result<void> late = co_await h.checkpoint.take(9, checkpoint_mode::unaligned, chk9);
+  REQUIRE(late.ok());
+  co_await runtime::sleep_for(5ms);
+  seen->acks = h.acknowledger.acks.size();
+  seen->declines = h.acknowledger.declines.size();
+}
+
+}  // namespace
+
+TEST_CASE("close() resolves an ongoing checkpoint as cancelled, reports nothing, and later snapshots are refused",
+          "[task_checkpoint]") {
+  temp_dir dir;
+  close_seen seen;
+  sync_wait(close_case(chk_dir(dir, 8), chk_dir(dir, 9), &seen), test::virtual_time());
+  REQUIRE(seen.outcome.has_value());
+  CHECK_FALSE(seen.outcome->completed());
+  CHECK(seen.outcome->reason == abort_reason::cancelled);
+  CHECK(seen.closed);
+  CHECK(seen.waiters == 0);
+  CHECK(seen.acks == 0);
+  CHECK(seen.declines == 0);  // a cancellation at shutdown is not a decline
+  CHECK_FALSE(std::filesystem::exists(state_path(dir.file("chk-9"))));
+}
