@@ -1,4 +1,4 @@
-# Helpers that turn a folder laid out as DESIGN.md describes into a library.
+# Helpers that turn a folder laid out as docs/design.md describes into a library.
 #
 #   <name>/include/sluice/<name>/*.hpp   public headers (installed)
 #   <name>/src/*.cpp                     sources, plus private headers

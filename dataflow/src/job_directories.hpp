@@ -1,6 +1,6 @@
 #pragma once
 // job_directories: what run_job holds on the directories a job writes, from before its first task
-// until it returns. Exactly-once output (DESIGN.md invariant 8) needs one writer per directory, and
+// until it returns. Exactly-once output (docs/design.md invariant 8) needs one writer per directory, and
 // a writer that never takes another's files for its own.
 //
 // 1. lock(), before any executor runs: makes the checkpoint directory and takes an

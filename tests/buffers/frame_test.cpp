@@ -1,5 +1,5 @@
 // The wire frame codec: layout, round trips, reassembly from any split, and a named fault for every
-// kind of malformed input (DESIGN.md invariant 9, scenario 22). Also CRC32C, which the header uses.
+// kind of malformed input (docs/design.md invariant 9, scenario 22). Also CRC32C, which the header uses.
 
 #include <sluice/buffers/crc32c.hpp>
 #include <sluice/buffers/frame.hpp>

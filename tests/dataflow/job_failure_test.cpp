@@ -1,5 +1,5 @@
 // Jobs that fail, and the runs after them: a corrupt newest checkpoint is skipped with its reason and
-// the job resumes from the previous one (DESIGN.md invariants 7 and 9); a TCP connection lost under
+// the job resumes from the previous one (docs/design.md invariants 7 and 9); a TCP connection lost under
 // a running job fails it with a message naming the task and the cause, and the next run resumes and
 // ends with the exact output (invariant 8).
 #include <sluice/dataflow/job_runner.hpp>

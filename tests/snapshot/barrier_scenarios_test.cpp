@@ -1,4 +1,4 @@
-// scenarios.md 5, 10, 11, 12, 13 and 14 for the barrier handler, each interleaving forced by
+// docs/scenarios.md 5, 10, 11, 12, 13 and 14 for the barrier handler, each interleaving forced by
 // delivering items into a real input_gate in a chosen order.
 #include <sluice/buffers/input_gate.hpp>
 #include <sluice/runtime/sync_wait.hpp>

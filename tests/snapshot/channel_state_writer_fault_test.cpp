@@ -1,5 +1,5 @@
 // The channel-state writer under faults and shutdown: scenarios 7 (I/O errors), 8 (an event as
-// data), 9 (cancellation), 13 (aligned checkpoints) and 14 (bounded bookkeeping) of scenarios.md.
+// data), 9 (cancellation), 13 (aligned checkpoints) and 14 (bounded bookkeeping) of docs/scenarios.md.
 
 #include <sluice/buffers/buffer_pool.hpp>
 #include <sluice/runtime/scope.hpp>

@@ -1,4 +1,4 @@
-// The channel-state writer's lifecycle: scenarios 1-6 of scenarios.md, one named test each, with
+// The channel-state writer's lifecycle: scenarios 1-6 of docs/scenarios.md, one named test each, with
 // the interleaving forced through the hand-driven test backend; and how result(id) answers.
 // Scenarios 7-9, 13 and 14 are in channel_state_writer_fault_test.cpp.
 

@@ -2,7 +2,7 @@
 // The wire frame of remote channels: one TCP connection between two processes carries all their
 // channels as a stream of frames. This is a pure codec, without sockets. The encode_* functions write
 // frames into caller-provided arrays. frame_decoder turns received bytes back into frames. It rejects
-// a malformed stream with a named fault, and the connection is then closed (DESIGN.md invariant 9).
+// a malformed stream with a named fault, and the connection is then closed (docs/design.md invariant 9).
 //
 // Header: 28 bytes, little-endian, followed by `payload length` bytes of payload.
 //   offset size field

@@ -1,6 +1,6 @@
 #pragma once
 // job_fingerprint: what a job is, stored with every checkpoint, so that a run resumes only a
-// checkpoint of the same job with the same arguments (DESIGN.md "Scale-out"; rescaling comes later).
+// checkpoint of the same job with the same arguments (docs/design.md "Scale-out"; rescaling comes later).
 //
 // It holds the job's name; per stage its name, parallelism, upstream stages and the identity
 // entries of its chain, head to tail, as the typed API records them (job.hpp: operator kinds,

@@ -39,7 +39,7 @@
 // handler a channel_failed item for c. Limits: at-least-once tracks one checkpoint (a barrier N+1
 // before every N is in subsumes N); a priority barrier's overtaken data is what is queued on its
 // channel when the task takes it, so the task must take it before more data is delivered behind
-// it (next() yields priority events first; the gate does not record the overtaken count).
+// it (next() yields priority events first; gate_item::overtaken says how many buffers it passed).
 //
 //   barrier_handler handler(gate, {.mode = checkpoint_mode::unaligned});
 //   while (auto item = co_await gate.next()) {

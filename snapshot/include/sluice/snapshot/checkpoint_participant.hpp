@@ -1,7 +1,7 @@
 #pragma once
 // checkpoint_participant: how the checkpoint coordinator sees a task, and what a task reports back.
 //
-// Protocol (DESIGN.md "Checkpointing", invariants 2 and 4). The coordinator never touches a task's
+// Protocol (docs/design.md "Checkpointing", invariants 2 and 4). The coordinator never touches a task's
 // state. It calls a participant's methods only by posting them to the participant's executor, so
 // each one runs there, in the order the coordinator sent them (the inbox is FIFO per sender):
 //   trigger_checkpoint(N)          sources only: inject barrier N into the stream;

@@ -5,7 +5,7 @@
 // Layout: <root>/chk-<id>/ holds one state file per task (`task-<t>.state`, state_file.hpp) and
 // `_manifest` (manifest.hpp), which lists every file with its size and CRC32C.
 //
-// Commit protocol (DESIGN.md invariant 7): a checkpoint exists only once its manifest is durable,
+// Commit protocol (docs/design.md invariant 7): a checkpoint exists only once its manifest is durable,
 // and the commit reports success only once everything recovery needs is durable: each state file's
 // bytes and directory entry, the manifest's bytes and directory entry, and chk-<id> in the root.
 //   1. create_checkpoint_dir(id): mkdir <root>/chk-<id> (an io_uring op), at the trigger.

@@ -1,6 +1,6 @@
 #pragma once
 // coordinator: triggers checkpoints, collects the tasks' acknowledgements, commits each checkpoint's
-// manifest and tells the tasks how it ended (DESIGN.md "Checkpointing", invariants 2, 4, 7, 8).
+// manifest and tells the tasks how it ended (docs/design.md "Checkpointing", invariants 2, 4, 7, 8).
 //
 // Lifecycle of checkpoint N (ids strictly increase, never reused; see recovery_plan.hpp):
 //   1. trigger (every `interval`, at least `min_pause` after the previous checkpoint ended, at most

@@ -1,6 +1,6 @@
 #pragma once
 // The manifest of one checkpoint: `chk-<id>/_manifest`, the file whose durable presence makes the
-// checkpoint exist (DESIGN.md invariant 7). A versioned text format, readable with `cat`:
+// checkpoint exist (docs/design.md invariant 7). A versioned text format, readable with `cat`:
 //
 //   sluice-manifest 1
 //   checkpoint 7

@@ -1,5 +1,5 @@
 #pragma once
-// recovery_plan: what a job starting up resumes from (DESIGN.md "Recovery", invariant 7), and the
+// recovery_plan: what a job starting up resumes from (docs/design.md "Recovery", invariant 7), and the
 // id its coordinator continues at.
 //
 // plan_recovery(storage) takes the newest checkpoint that validates end to end (older ones are the
