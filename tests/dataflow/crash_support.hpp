@@ -2,6 +2,8 @@
 // What the crash tests share: a job in a child process, killed with SIGKILL at random moments and
 // started again with the same arguments until one run finishes.
 
+#include "wordcount_support.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -71,6 +73,39 @@ inline crash_report run_until_done(const std::function<int()>& job, const std::f
     ++report.kills;
   }
   return report;
+}
+
+// Runs `job` in a child until a committed checkpoint under `chk_root` holds channel state, kills it
+// there and removes every newer checkpoint directory, so a restart must resume from that one.
+// Returns its directory (empty if none came in `attempts` runs; `reset` starts each over).
+inline std::filesystem::path kill_at_channel_state(const std::function<int()>& job, const std::filesystem::path& chk_root,
+                                                   const std::function<void()>& reset, int attempts = 20) {
+  std::filesystem::path with_state;
+  for (int attempt = 0; attempt < attempts && with_state.empty(); ++attempt) {
+    const pid_t pid = start_child(job);
+    int status = 0;
+    while (with_state.empty() && ::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::filesystem::exists(chk_root)) {
+        for (const auto& e : std::filesystem::directory_iterator(chk_root)) {
+          if (manifest_channel_bytes(e.path()) > 0) with_state = e.path();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (!with_state.empty()) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    } else {
+      reset();  // it finished without one: start over from nothing
+    }
+  }
+  if (with_state.empty()) return with_state;
+  const std::string keep = with_state.filename().string();
+  for (const auto& e : std::filesystem::directory_iterator(chk_root)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > keep.size() || (name.size() == keep.size() && name > keep)) std::filesystem::remove_all(e.path());
+  }
+  return with_state;
 }
 
 }  // namespace sluice::test

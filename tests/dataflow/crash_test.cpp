@@ -66,11 +66,6 @@ std::function<int()> job_of(const temp_dir& dir, checkpoint_mode mode, const std
   };
 }
 
-pid_t start_job(const temp_dir& dir, checkpoint_mode mode, const std::string& transport,
-                sample which = sample::wordcount) {
-  return sluice::test::start_child(job_of(dir, mode, transport, which));
-}
-
 crash_report run_until_done(const temp_dir& dir, checkpoint_mode mode, const std::string& transport,
                             std::uint64_t seed, sample which = sample::wordcount) {
   const auto reset = [&dir] {
@@ -118,35 +113,15 @@ TEST_CASE("resuming from an unaligned checkpoint that holds in-flight channel st
   temp_dir dir;
   write_corpus_file(dir.file("input.txt"), 200'000, 9);
   const std::filesystem::path chk_root = dir.file("checkpoints");
-  // Run until a committed checkpoint holds channel state, then kill the job there.
-  std::filesystem::path with_state;
-  for (int attempt = 0; attempt < 10 && with_state.empty(); ++attempt) {
-    const pid_t pid = start_job(dir, checkpoint_mode::unaligned, "local");
-    int status = 0;
-    while (with_state.empty() && ::waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::filesystem::exists(chk_root)) {
-        for (const auto& e : std::filesystem::directory_iterator(chk_root)) {
-          if (sluice::test::manifest_channel_bytes(e.path()) > 0) with_state = e.path();
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (!with_state.empty()) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-    }
-    if (with_state.empty()) {  // it finished without one: start over from nothing
-      std::filesystem::remove_all(chk_root);
-      std::filesystem::remove_all(dir.file("out"));
-    }
-  }
+  // Run until a committed checkpoint holds channel state, kill the job there, make it the newest.
+  const auto reset = [&dir] {
+    std::filesystem::remove_all(dir.file("checkpoints"));
+    std::filesystem::remove_all(dir.file("out"));
+  };
+  const std::filesystem::path with_state =
+      sluice::test::kill_at_channel_state(job_of(dir, checkpoint_mode::unaligned, "local", sample::wordcount), chk_root, reset, 10);
   REQUIRE_FALSE(with_state.empty());
-  // Make it the newest checkpoint: the restart must resume from it.
   const std::string keep = with_state.filename().string();
-  for (const auto& e : std::filesystem::directory_iterator(chk_root)) {
-    const std::string name = e.path().filename().string();
-    if (name.size() > keep.size() || (name.size() == keep.size() && name > keep)) std::filesystem::remove_all(e.path());
-  }
   INFO("resuming from " << keep << " with " << sluice::test::manifest_channel_bytes(with_state) << " bytes of channel state");
   const crash_report report = run_until_done(dir, checkpoint_mode::unaligned, "local", 99);
   REQUIRE(report.exit_code == 0);

@@ -174,32 +174,14 @@ TEST_CASE("resuming from an unaligned checkpoint whose channel state splits reco
     return run_job(b, settings_for(dir, checkpoint_mode::unaligned, transport));
   };
   const std::filesystem::path chk_root = dir.file("checkpoints");
-  std::filesystem::path with_state;
-  for (int attempt = 0; attempt < 30 && with_state.empty(); ++attempt) {
-    const pid_t pid = sluice::test::start_child([&job] { return job().exit_code; });
-    int status = 0;
-    while (with_state.empty() && ::waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::filesystem::exists(chk_root)) {
-        for (const auto& e : std::filesystem::directory_iterator(chk_root)) {
-          if (sluice::test::manifest_channel_bytes(e.path()) > 0) with_state = e.path();
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    if (!with_state.empty()) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-    } else {
-      std::filesystem::remove_all(chk_root);
-      std::filesystem::remove_all(dir.file("out"));
-    }
-  }
+  const auto reset = [&dir] {
+    std::filesystem::remove_all(dir.file("checkpoints"));
+    std::filesystem::remove_all(dir.file("out"));
+  };
+  const std::filesystem::path with_state =
+      sluice::test::kill_at_channel_state([&job] { return job().exit_code; }, chk_root, reset, 30);
   REQUIRE_FALSE(with_state.empty());
   const std::string keep = with_state.filename().string();
-  for (const auto& e : std::filesystem::directory_iterator(chk_root)) {
-    const std::string name = e.path().filename().string();
-    if (name.size() > keep.size() || (name.size() == keep.size() && name > keep)) std::filesystem::remove_all(e.path());
-  }
   INFO("resuming from " << keep << " with " << sluice::test::manifest_channel_bytes(with_state) << " bytes of channel state");
   const job_result r = job();
   REQUIRE(r.exit_code == 0);
