@@ -97,17 +97,12 @@ void add_wordcount_options(CLI::App& command, wordcount_cli& o) {
 
 namespace {
 
-// A sample job: its output directory made, its stages added by build(job), then run. Bad usage
-// (a bad option, an output directory that cannot be made) is exit code 2.
+// A sample job: its stages added by build(job), then run (run_job makes and locks the output
+// directory once the checkpoint is known to be this job's, so a refused run changes nothing). Bad
+// usage (a bad option, a graph that cannot run) is exit code 2.
 template <class Build>
-int run_sample(const char* what, const std::string& output, const job_cli_options& o, Build build) {
+int run_sample(const char* what, const job_cli_options& o, Build build) {
   try {
-    std::error_code made;
-    std::filesystem::create_directories(output, made);
-    if (made) {
-      fmt::print(stderr, "sluice {}: create output directory '{}': {}\n", what, output, made.message());
-      return 2;
-    }
     dataflow::job_builder job(what);
     build(job);
     return run(job, o, what);
@@ -120,7 +115,7 @@ int run_sample(const char* what, const std::string& output, const job_cli_option
 }  // namespace
 
 int run_wordcount(const wordcount_cli& o) {
-  return run_sample("wordcount", o.output, o.job, [&o](dataflow::job_builder& job) {
+  return run_sample("wordcount", o.job, [&o](dataflow::job_builder& job) {
     dataflow::build_wordcount(job, {o.input, o.output, o.job.parallelism, o.window_lines});
   });
 }
@@ -143,7 +138,7 @@ void add_join_options(CLI::App& command, join_cli& o) {
 }
 
 int run_join(const join_cli& o) {
-  return run_sample("join", o.output, o.job, [&o](dataflow::job_builder& job) {
+  return run_sample("join", o.job, [&o](dataflow::job_builder& job) {
     dataflow::build_join(job, {o.left, o.right, o.output, o.job.parallelism, o.window_ms,
                                std::chrono::microseconds(o.slow_sink_us)});
   });

@@ -287,7 +287,7 @@ runtime::task<void> transport_core::housekeeping() {
   for (;;) {
     const bool slept = co_await runtime::sleep_for(std::chrono::milliseconds(100));
     if (!slept || closing) co_return;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = runtime::executor::current()->now();
     std::vector<pending_request> keep;
     for (pending_request& p : pending_) {
       if (p.deadline > now) {
@@ -310,7 +310,7 @@ runtime::task<void> transport_core::housekeeping() {
 void transport_core::accept_request(connection& c, std::uint32_t wire, const partition_request& request) {
   auto it = served_.find(request.partition_id);
   if (it == served_.end()) {
-    pending_.push_back({c.id, wire, request, std::chrono::steady_clock::now() + options.partition_request_timeout});
+    pending_.push_back({c.id, wire, request, runtime::executor::current()->now() + options.partition_request_timeout});
     return;
   }
   served_partition& served = it->second;

@@ -370,7 +370,7 @@ rt::task<job_progress> runner::progress() {
     co_await rt::run_on(slot.executor, sample(&slot, &p));
   }
   p.backpressure = partitions > 0 ? p.backpressure / static_cast<double>(partitions) : 0;
-  p.elapsed = std::chrono::steady_clock::now() - started_;
+  p.elapsed = engine_.at(0).now() - started_;
   p.checkpoints_completed = coordinator_->completed_count();
   p.checkpoints_aborted = coordinator_->aborted_count();
   if (std::optional<ss::checkpoint_stats> last = coordinator_->last_completed()) {
@@ -392,7 +392,7 @@ rt::task<void> runner::report_progress() {
 
 rt::task<job_result> runner::run() {
   job_result result;
-  started_ = std::chrono::steady_clock::now();
+  started_ = engine_.at(0).now();
   // --- the graph ------------------------------------------------------------------------------
   auto& stages = job_.stages();
   if (stages.empty()) throw std::invalid_argument("job has no stages");

@@ -38,7 +38,7 @@ class generator_source final : public source_head {
         make_(std::move(make)), out_(&out), next_(subtask) {}
 
   runtime::task<io::result<void>> open() override {
-    started_ = std::chrono::steady_clock::now();
+    started_ = runtime::executor::current()->now();  // the executor's clock (a simulation's too)
     made_since_start_ = 0;
     co_return io::result<void>();
   }
@@ -47,7 +47,7 @@ class generator_source final : public source_head {
     if (!ended()) {
       std::size_t allowed = max_records;
       if (rate_ > 0) {
-        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        const double elapsed = std::chrono::duration<double>(runtime::executor::current()->now() - started_).count();
         const double due = elapsed * rate_ - static_cast<double>(made_since_start_);
         if (due < 1) {
           const auto wait = std::chrono::duration<double>((1 - due) / rate_);
