@@ -10,10 +10,16 @@
 #include <sluice/dataflow/exactly_once_file_sink.hpp>
 
 #include <sluice/io/fs.hpp>
+#include <sluice/runtime/log.hpp>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <charconv>
+#include <filesystem>
+#include <map>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -200,6 +206,58 @@ io::error exactly_once_file_sink::failed_error(const char* op) const {
   if (!recovered_) return io::error(std::make_error_code(std::errc::operation_not_permitted), what + ": recover() was not called");
   return io::error(failure_->code(), what + ": the sink failed earlier (" + failure_->message() +
                                          "); recover from the last completed checkpoint");
+}
+
+io::result<void> exactly_once_file_sink::clear_earlier_output(const std::string& dir) {
+  const std::string area = dir + "/" + std::string(staging_dir_name);
+  std::error_code ec;
+  const bool has_area = std::filesystem::is_directory(area, ec);
+  std::map<std::uint64_t, std::uint64_t> marks;  // task -> its highest mark
+  std::vector<std::string> staged;
+  if (has_area) {
+    auto area_names = io::list_directory_blocking(area);
+    if (!area_names) return area_names.error();
+    for (const std::string& name : *area_names) {
+      if (const auto p = parse_name(name, high_water_prefix); p && name == high_water_name(p->task, p->sequence)) {
+        marks[p->task] = std::max(marks[p->task], p->sequence);
+      } else if (const auto q = parse_name(name, staging_prefix); q && name == staging_name(q->task, q->sequence)) {
+        staged.push_back(name);
+      }
+    }
+  }
+  auto names = io::list_directory_blocking(dir);
+  if (!names) return names.error();
+  std::vector<std::string> published;
+  for (const std::string& name : *names) {
+    const auto p = parse_name(name, final_prefix);
+    if (!p) continue;
+    const auto mark = marks.find(p->task);
+    if (name != final_name(p->task, p->sequence) || mark == marks.end() || p->sequence >= mark->second) {
+      return io::error(std::make_error_code(std::errc::file_exists),
+                       "output directory '" + dir + "' holds '" + name + "', which this job did not provably write; " +
+                           "move it out, or choose an empty or new directory");
+    }
+    published.push_back(name);
+  }
+  const auto remove = [](const std::string& path) -> io::result<void> {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return io::error::from_errno(errno, "remove '" + path + "'");
+    return io::success();
+  };
+  for (const std::string& name : published) {
+    auto removed = remove(dir + "/" + name);
+    if (!removed) return removed;
+  }
+  for (const std::string& name : staged) {
+    auto removed = remove(area + "/" + name);
+    if (!removed) return removed;
+  }
+  if (!published.empty() || !staged.empty()) {
+    runtime::log::info("output directory '{}': a fresh start removed {} published and {} staged files of earlier runs",
+                       dir, published.size(), staged.size());
+  }
+  // (Durability of the removals: a crash before the first checkpoint commits leaves at most some of
+  // them, which the next fresh start removes again; a checkpoint's publish syncs the directory.)
+  return io::success();
 }
 
 runtime::task<io::result<void>> exactly_once_file_sink::recover(std::span<const std::byte> state_bytes) {

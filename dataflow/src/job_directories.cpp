@@ -3,6 +3,8 @@
 
 #include "job_directories.hpp"
 
+#include <sluice/dataflow/exactly_once_file_sink.hpp>
+
 #include <sluice/io/fs.hpp>
 
 #include <fmt/core.h>
@@ -161,7 +163,9 @@ io::result<void> job_directories::claim(const output& out, bool resuming) const 
   auto marker = read_marker(out.path + "/" + std::string(marker_file_name));
   if (!marker) return std::move(marker).error();
   if (*marker) {
-    if (**marker == expected) return io::success();
+    // Its own: a fresh start removes what earlier runs of the job provably wrote there (their
+    // checkpoints are gone, and another parallelism leaves other task ids' files behind).
+    if (**marker == expected) return resuming ? io::success() : exactly_once_file_sink::clear_earlier_output(out.path);
     return refused(fmt::format(
         "output directory '{}' holds the output of job '{}' with checkpoint directory '{}', not of this job ('{}' "
         "with checkpoint directory '{}'); choose an empty or new directory",

@@ -35,6 +35,9 @@ using detail::stream_task;
 namespace {
 
 constexpr std::size_t segment_bytes = bf::default_segment_bytes;
+// A record's encoding may exceed job_settings::max_record_bytes by this much (string lengths, keys,
+// window starts), so a line of exactly the maximum still travels as a record.
+constexpr std::size_t record_framing_bytes = 4096;
 
 // One task and what it owns, all made (and destroyed) on its executor.
 struct task_slot {
@@ -143,7 +146,7 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
     slot->partition = std::make_unique<bf::result_partition>(
         *slot->out_pool, bf::partition_options{.subpartitions = downstream_parallelism,
                                                 .flush_timeout = settings_.flush_timeout,
-                                                .max_record_bytes = settings_.max_record_bytes});
+                                                .max_record_bytes = settings_.max_record_bytes + record_framing_bytes});
     slot->priority_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, 4);
     slot->partition->set_priority_event_pool(*slot->priority_pool);
   }
@@ -183,7 +186,7 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
   w.gate = slot->gate.get();
   w.partition = slot->partition.get();
   w.recovered = recovered;
-  w.max_record_bytes = settings_.max_record_bytes;
+  w.max_record_bytes = settings_.max_record_bytes + record_framing_bytes;
   slot->task = std::make_unique<stream_task>(std::move(w), std::move(b));
   co_return;
 }
@@ -209,7 +212,7 @@ rt::task<std::optional<std::string>> runner::restore_problem(const ss::recovery_
   };
   for (task_slot& consumer : slots_) {
     for (auto [producer, j] : producers_of(consumer)) {
-      bf::record_framing framing(settings_.max_record_bytes);
+      bf::record_framing framing(settings_.max_record_bytes + record_framing_bytes);
       if (const ss::task_state* in = state_of(consumer.id)) {
         if (auto it = in->input_channels.find({0, j}); it != in->input_channels.end()) framing.feed(it->second);
       }
@@ -434,7 +437,8 @@ rt::task<job_result> runner::run() {
   for (;;) {
     io::result<ss::recovery_plan> planned = co_await ss::plan_recovery(*storage_, rejected);
     if (!planned) {
-      result.exit_code = 1;
+      // Ids exhausted is a refusal (a new checkpoint directory is the fix); an I/O error fails.
+      result.exit_code = planned.error().code() == std::errc::value_too_large ? 2 : 1;
       result.message = planned.error().message();
       co_return result;
     }

@@ -25,10 +25,13 @@ runtime::task<io::result<recovery_plan>> plan(checkpoint_storage* storage, std::
   for (const auto& info : choice->skipped) highest = std::max(highest, info.id);
   if (choice->chosen) highest = std::max(highest, choice->chosen->id);
   assert(highest <= max_checkpoint_id);
-  if (highest >= max_checkpoint_id) {
+  // A job must be able to run on: fewer than 2^32 ids left (one per millisecond for 50 days) is
+  // refused at the start, not found out when the ids run out mid-run.
+  constexpr checkpoint_id headroom = checkpoint_id{1} << 32;
+  if (highest >= max_checkpoint_id - headroom) {
     co_return io::error(std::make_error_code(std::errc::value_too_large),
-                        fmt::format("checkpoint directory '{}': chk-{} holds the largest valid checkpoint id, so "
-                                    "there is no next one; start with a new checkpoint directory",
+                        fmt::format("checkpoint directory '{}': chk-{} leaves fewer than 2^32 checkpoint ids below "
+                                    "the largest valid one (2^62); start with a new checkpoint directory",
                                     storage->root(), highest));
   }
   out.next_checkpoint_id = highest + 1;  // cannot wrap: highest < max_checkpoint_id = 2^62

@@ -292,6 +292,57 @@ TEST_CASE("a fresh run takes its own output directory again, and one holding onl
   CHECK(sluice::test::published_lines(dir.file("out")) == sluice::test::expected_counts(dir.file("input.txt")));
 }
 
+TEST_CASE("a fresh start over its own output of another parallelism removes that output: no line twice",
+          "[dataflow][ownership]") {
+  temp_dir dir;
+  sluice::test::write_corpus_file(dir.file("input.txt"), 3000, 8);
+  const auto run = [&dir](std::size_t parallelism, std::uint64_t window) {
+    job_builder job("wordcount");
+    build_wordcount(job, {dir.file("input.txt"), dir.file("out"), parallelism, window});
+    return run_job(job, settings_for(dir.file("chk")));
+  };
+  REQUIRE(run(3, 0).exit_code == 0);
+  SECTION("its checkpoints deleted") {
+    for (const auto& e : fs::directory_iterator(dir.file("chk"))) {
+      if (e.path().filename().string().starts_with("chk-")) fs::remove_all(e.path());
+    }
+  }
+  SECTION("its checkpoints all invalid") {
+    for (const auto& e : fs::directory_iterator(dir.file("chk"))) {
+      if (e.path().filename().string().starts_with("chk-")) fs::resize_file(e.path() / "_manifest", 0);
+    }
+  }
+  // Part files of count#2 (task 5 at parallelism 3) have no task in the new graph to remove them.
+  const job_result r = run(2, 0);
+  INFO(r.message);
+  REQUIRE(r.exit_code == 0);
+  CHECK_FALSE(r.resumed_from.has_value());
+  CHECK(sluice::test::published_lines(dir.file("out")) == sluice::test::expected_counts(dir.file("input.txt"), 0));
+  // And into another shape (windowed: other task ids) the same way.
+  for (const auto& e : fs::directory_iterator(dir.file("chk"))) {
+    if (e.path().filename().string().starts_with("chk-")) fs::remove_all(e.path());
+  }
+  REQUIRE(run(3, 500).exit_code == 0);
+  CHECK(sluice::test::published_lines(dir.file("out")) == sluice::test::expected_counts(dir.file("input.txt"), 500));
+}
+
+TEST_CASE("a fresh start over its own output refuses a part-named file it did not write, and leaves it",
+          "[dataflow][ownership]") {
+  temp_dir dir;
+  const std::string out = dir.file("out");
+  REQUIRE(run_numbers(out, dir.file("chk"), 100).exit_code == 0);
+  fs::remove_all(dir.file("chk"));
+  fs::create_directories(dir.file("chk"));
+  std::ofstream(out + "/part-00004-000000000099") << "mine\n";
+  const job_result r = run_numbers(out, dir.file("chk"), 100);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.message, Catch::Contains("part-00004-000000000099") && Catch::Contains("did not provably write"));
+  std::ifstream kept(out + "/part-00004-000000000099");
+  std::string line;
+  std::getline(kept, line);
+  CHECK(line == "mine");
+}
+
 TEST_CASE("a resumed run needs its own output directory back", "[dataflow][ownership]") {
   temp_dir dir;
   const job_result first = run_numbers(dir.file("out"), dir.file("chk"), 1000);

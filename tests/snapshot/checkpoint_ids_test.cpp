@@ -100,6 +100,23 @@ TEST_CASE("a directory holding only impossible ids starts at checkpoint 1", "[st
   CHECK(plan.next_checkpoint_id == 1);
 }
 
+TEST_CASE("an id within 2^32 of the largest valid one makes recovery refuse at the start",
+          "[storage][ids]") {
+  temp_dir dir;
+  checkpoint_storage storage(dir.path());
+  // Valid, but a job could run out of ids in 50 days at one per millisecond: refused now, not then.
+  fs::create_directories(storage.checkpoint_dir(max_checkpoint_id - 27));
+  sluice::test::stderr_capture log;
+  const auto plan = sync_wait(plan_recovery(storage));
+  REQUIRE_FALSE(plan);
+  CHECK(plan.error().code() == std::errc::value_too_large);
+  fs::remove_all(storage.checkpoint_dir(max_checkpoint_id - 27));
+  fs::create_directories(storage.checkpoint_dir(max_checkpoint_id - (checkpoint_id{1} << 33)));
+  const auto fine = sync_wait(plan_recovery(storage));
+  REQUIRE(fine);
+  CHECK(fine.value().next_checkpoint_id == max_checkpoint_id - (checkpoint_id{1} << 33) + 1);
+}
+
 TEST_CASE("at the largest valid id recovery refuses instead of wrapping, and no larger id is ever made",
           "[storage][ids]") {
   temp_dir dir;
@@ -109,8 +126,9 @@ TEST_CASE("at the largest valid id recovery refuses instead of wrapping, and no 
   const auto plan = sync_wait(plan_recovery(storage));
   REQUIRE_FALSE(plan);
   CHECK(plan.error().message() == "checkpoint directory '" + dir.path() +
-                                      "': chk-4611686018427387904 holds the largest valid checkpoint id, so there is "
-                                      "no next one; start with a new checkpoint directory");
+                                      "': chk-4611686018427387904 leaves fewer than 2^32 checkpoint ids below the "
+                                      "largest valid one (2^62); start with a new checkpoint directory");
+  CHECK(plan.error().code() == std::errc::value_too_large);  // run_job: a refusal, exit code 2
 
   const auto made = sync_wait(storage.create_checkpoint_dir(max_checkpoint_id + 1));
   REQUIRE_FALSE(made);

@@ -113,6 +113,13 @@ class exactly_once_file_sink {
   static std::string final_name(snapshot::task_id task, std::uint64_t sequence);
   static std::string high_water_name(snapshot::task_id task, std::uint64_t next);
 
+  // A fresh start (no checkpoint to resume) in an output directory that is already the job's own:
+  // removes the output of its earlier runs, of every task id (an earlier run may have had another
+  // parallelism or shape), but only files provably written by a sink (a published part file below
+  // its task's high-water mark, a staged file in the staging area). A part-named file that is not
+  // provably ours is left alone and refuses the start (the message names it). BLOCKING: start-up.
+  static io::result<void> clear_earlier_output(const std::string& dir);
+
   const std::string& output_dir() const noexcept { return dir_; }
   std::uint64_t next_sequence() const noexcept { return next_sequence_; }
   std::vector<pending_file> pending() const;

@@ -58,9 +58,9 @@ struct job_settings {
   unsigned executors = 2;
   std::chrono::milliseconds flush_timeout{20};  // buffer timeout of every partition
   std::size_t floating_buffers = 8;
-  // The largest record any channel carries (a line read is one record): larger ones fail the job,
-  // naming the task and the size. Records span buffers (segments are 32 KiB), in every checkpoint
-  // mode. 1 byte to 1 GiB.
+  // The largest record any channel carries (a line read is one record; its encoding may add up to
+  // 4 KiB of framing): larger ones fail the job, naming the task and the size. Records span buffers
+  // (segments are 32 KiB), in every checkpoint mode. 1 byte to 1 GiB.
   std::size_t max_record_bytes = std::size_t{16} << 20;
   bool handle_signals = true;
   // Called on the job's first executor about every progress_interval.
