@@ -10,6 +10,7 @@
 #include <sluice/runtime/log.hpp>
 
 #include <support/checkpoint_files.hpp>
+#include <support/dir_files.hpp>
 #include <support/temp_dir.hpp>
 
 #include "wordcount_support.hpp"
@@ -37,6 +38,8 @@
 
 using namespace sluice::dataflow;
 using sluice::snapshot::checkpoint_mode;
+using sluice::test::names_in;
+using sluice::test::read_text;
 using sluice::test::temp_dir;
 
 namespace fs = std::filesystem;
@@ -82,20 +85,6 @@ std::vector<std::string> part_lines(const std::string& dir) {
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 std::string in_use(const std::string& what, const std::string& dir, long pid) {

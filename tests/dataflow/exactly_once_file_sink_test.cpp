@@ -3,6 +3,7 @@
 #include <sluice/runtime/test_backend.hpp>
 
 #include <support/backends.hpp>
+#include <support/dir_files.hpp>
 #include <support/temp_dir.hpp>
 
 #include <catch2/catch.hpp>
@@ -24,18 +25,12 @@ using sluice::runtime::sync_wait;
 using sluice::runtime::task;
 using sluice::runtime::test_backend;
 using sluice::snapshot::checkpoint_id;
+using sluice::test::names_in;
+using sluice::test::read_text;
 using sluice::test::temp_dir;
 using sink = exactly_once_file_sink;
 
 namespace {
-
-// Names in `dir`, sorted (blocking: test code, outside any executor).
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 std::vector<std::string> with_prefix(const std::vector<std::string>& names, const std::string& prefix) {
   std::vector<std::string> out;
@@ -43,13 +38,6 @@ std::vector<std::string> with_prefix(const std::vector<std::string>& names, cons
     if (n.starts_with(prefix)) out.push_back(n);
   }
   return out;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // What a reader of the output sees: the part files of the directory, concatenated in name order.

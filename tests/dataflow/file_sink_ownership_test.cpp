@@ -4,6 +4,7 @@
 #include <sluice/dataflow/exactly_once_file_sink.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 
+#include <support/dir_files.hpp>
 #include <support/temp_dir.hpp>
 
 #include <catch2/catch.hpp>
@@ -20,24 +21,12 @@ using sluice::dataflow::exactly_once_file_sink;
 using sluice::runtime::sync_wait;
 using sluice::runtime::task;
 using sluice::snapshot::checkpoint_id;
+using sluice::test::names_in;
+using sluice::test::read_text;
 using sluice::test::temp_dir;
 using sink = exactly_once_file_sink;
 
 namespace {
-
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Every file of `dir` (not in subdirectories) with its content.
 std::map<std::string, std::string> files_of(const std::string& dir) {
