@@ -484,6 +484,12 @@ rt::task<job_result> runner::run() {
     result.message = claimed.error().message();
     co_return result;
   }
+  // What earlier runs left (aborted checkpoints, a full disk's partial state files) goes now; the
+  // checkpoint resumed from is never touched.
+  io::result<ss::retention_report> tidied = co_await storage_->retain(plan->recovered_id(), true);
+  if (!tidied) {
+    runtime::log::warn("job {}: start-up retention: {}", job_.name(), tidied.error().message());
+  }
 
   // --- channels -----------------------------------------------------------------------------------
   if (settings_.transport == "tcp") {

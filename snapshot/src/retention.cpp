@@ -9,6 +9,8 @@
 //   - committed, newest K: kept;            - committed, older: removed;
 //   - uncommitted, older than the newest committed: removed (aborted, or left by a crash);
 //   - uncommitted, newer: kept (its writer may still be running); - `in_progress`: never touched.
+// At start (at_start: no writer runs yet), every uncommitted directory but the newest of all goes,
+// so a job whose checkpoints keep failing (a full disk) does not pile them up across restarts.
 
 #include <sluice/io/fs.hpp>
 #include <sluice/runtime/log.hpp>
@@ -59,7 +61,7 @@ runtime::task<io::result<void>> checkpoint_storage::remove_checkpoint_dir(checkp
   co_return co_await io::remove_directory(dir);
 }
 
-runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoint_id in_progress) {
+runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoint_id in_progress, bool at_start) {
   auto ids = list_ids();
   if (!ids) co_return std::move(ids).error();
 
@@ -88,7 +90,14 @@ runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoin
       doomed.push_back(newest_first[i]);
     }
   }
-  if (!newest_first.empty()) {
+  if (at_start) {
+    // No writer runs yet: every uncommitted directory is garbage (aborted, or cut short by a crash
+    // or a full disk), but the newest directory of all, whose id the next one continues after.
+    const checkpoint_id newest = ids->empty() ? no_checkpoint : ids->back();
+    for (const checkpoint_id id : uncommitted) {
+      if (id != newest) doomed.push_back(id);
+    }
+  } else if (!newest_first.empty()) {
     for (const checkpoint_id id : uncommitted) {
       if (id < newest_first.front()) doomed.push_back(id);
     }

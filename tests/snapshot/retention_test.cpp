@@ -119,3 +119,25 @@ TEST_CASE("a failed removal is reported and left for the next pass") {
   CHECK_THAT(report.failures[0], Catch::StartsWith("unlink '" + storage.checkpoint_dir(1) + "/"));
   CHECK(exists(storage, 2));
 }
+
+TEST_CASE("retention at start removes every uncommitted directory but the newest, and never the resumed one") {
+  temp_dir dir;
+  checkpoint_storage storage(dir.path(), {.retained_checkpoints = 2});
+  for (checkpoint_id id : {1, 2, 3}) make_checkpoint(storage, id);
+  // A job whose checkpoints kept failing (a full disk) left these behind, newer than any committed.
+  for (checkpoint_id id : {4, 5, 6, 7}) make_uncommitted(storage, id);
+
+  auto report = sync_wait(storage.retain(1, /*at_start=*/true)).value();  // resuming from 1
+  CHECK(report.kept == std::vector<checkpoint_id>{3, 2});
+  CHECK(report.removed == std::vector<checkpoint_id>{4, 5, 6});
+  for (checkpoint_id id : {1, 2, 3, 7}) CHECK(exists(storage, id));  // 7: the next id continues after it
+  for (checkpoint_id id : {4, 5, 6}) CHECK_FALSE(exists(storage, id));
+
+  // Nothing committed at all: the same, and the next id still continues after the newest.
+  temp_dir other;
+  checkpoint_storage fresh(other.path());
+  for (checkpoint_id id : {1, 2, 3}) make_uncommitted(fresh, id);
+  auto none = sync_wait(fresh.retain(no_checkpoint, true)).value();
+  CHECK(none.removed == std::vector<checkpoint_id>{1, 2});
+  CHECK(exists(fresh, 3));
+}

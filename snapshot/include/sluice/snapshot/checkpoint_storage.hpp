@@ -155,7 +155,9 @@ class checkpoint_storage {
                                                                  std::map<std::string, std::vector<std::byte>> metadata);
 
   // One retention pass (see the top of this file). `in_progress` (or no_checkpoint) is never removed.
-  runtime::task<io::result<retention_report>> retain(checkpoint_id in_progress);
+  // at_start: before any writer runs (a job's start-up), uncommitted directories newer than the
+  // newest committed one go too, but the newest directory of all.
+  runtime::task<io::result<retention_report>> retain(checkpoint_id in_progress, bool at_start = false);
 
   // Every `chk-*` entry whose name is not a valid id (invalid, bad_name, id no_checkpoint), by name,
   // then every chk-<id> directory, ascending by id, each validated end to end. Fails only if <root>
