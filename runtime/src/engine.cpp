@@ -42,6 +42,10 @@ struct shutdown_barrier {
 engine::engine(engine_options options) : options_(options) {
   unsigned n = options_.executors;
   if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  if (options_.simulation != nullptr) {
+    start_simulated(n);
+    return;
+  }
 
   if (options_.handle_signals) {
     sigset_t mask;
@@ -140,9 +144,59 @@ void engine::request_stop() noexcept {
   }
 }
 
+void engine::start_simulated(unsigned n) {
+  for (unsigned i = 0; i < n; ++i) {
+    executor_options eo;
+    eo.id = static_cast<int>(i);
+    eo.batch_limit = options_.batch_limit;
+    eo.spin_before_sleep = std::chrono::microseconds(0);
+    eo.backend = options_.simulation->make_backend(static_cast<int>(i));
+    owned_.push_back(std::make_unique<executor>(std::move(eo)));
+    executors_.push_back(owned_.back().get());
+  }
+}
+
+void engine::wait(completion& done) {
+  if (options_.simulation == nullptr) {
+    done.promise.get_future().wait();
+    return;
+  }
+  options_.simulation->run(executors_, [](void* flag) noexcept { return *static_cast<bool*>(flag); }, &done.flag);
+}
+
+// The same phases as the threads' (see the top), with the simulation running the turns.
+void engine::stop_simulated() {
+  request_stop();
+  options_.simulation->run(
+      executors_,
+      [](void* self) noexcept {
+        for (executor* ex : static_cast<engine*>(self)->executors_) {
+          if (!ex->stop_requested() || ex->detached_tasks() > 0) return false;
+        }
+        return true;
+      },
+      this);
+  options_.simulation->run(
+      executors_,
+      [](void* self) noexcept {
+        for (executor* ex : static_cast<engine*>(self)->executors_) {
+          if (!ex->quiescent()) return false;
+        }
+        return true;
+      },
+      this);
+  for (executor* ex : executors_) ex->shutdown();
+  executors_.clear();
+  owned_.clear();
+}
+
 void engine::stop() {
   if (stopped_) return;
   stopped_ = true;
+  if (options_.simulation != nullptr) {
+    stop_simulated();
+    return;
+  }
   request_stop();
   for (auto& t : threads_) t.join();
   threads_.clear();

@@ -7,8 +7,13 @@
 //   on executor 0's ring; the first one asks every executor to stop (tasks see their stop token).
 // - Destruction stops every executor, waits until their detached tasks and in-flight operations
 //   are done, and joins the threads: no frame and no descriptor is left behind.
+// - With `simulation` set, no thread is started: the executors live on the calling thread, get their
+//   backends from the simulation, and the simulation runs their turns whenever the engine waits
+//   (block_on, stop). Signals are not handled then. The caller installs the simulation's kernel as
+//   the thread's system (system_scope) for as long as the job runs.
 
 #include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/simulation.hpp>
 
 #include <csignal>
 #include <cstddef>
@@ -26,6 +31,7 @@ struct engine_options {
   bool handle_signals = true;
   uring_options uring{};
   unsigned batch_limit = 256;
+  runtime::simulation* simulation = nullptr;
 };
 
 class engine {
@@ -50,6 +56,18 @@ class engine {
 
  private:
   void thread_main(std::size_t index, std::promise<executor*> ready);
+  void start_simulated(unsigned n);
+  void stop_simulated();
+  // Waits for `done` (set by a task on executor 0): a future, or the simulation's turns.
+  struct completion {
+    std::promise<void> promise;
+    bool flag = false;
+    void set() {
+      flag = true;
+      promise.set_value();
+    }
+  };
+  void wait(completion& done);
   task<void> watch_signals();
 
   engine_options options_;
@@ -68,12 +86,11 @@ class engine {
 
 template <class T>
 T engine::block_on(task<T> t) {
-  std::promise<void> done;
-  auto finished = done.get_future();
+  completion done;
   std::optional<std::conditional_t<std::is_void_v<T>, int, T>> value;
   std::exception_ptr error;
   struct runner {
-    static task<void> run(task<T> t, decltype(value)* out, std::exception_ptr* err, std::promise<void>* done) {
+    static task<void> run(task<T> t, decltype(value)* out, std::exception_ptr* err, completion* done) {
       {
         // Destroyed before set_value: the caller may unwind its stack as soon as that runs.
         task<T> inner = std::move(t);
@@ -88,11 +105,11 @@ T engine::block_on(task<T> t) {
           *err = std::current_exception();
         }
       }
-      done->set_value();
+      done->set();
     }
   };
   spawn_on(at(0), runner::run(std::move(t), &value, &error, &done));
-  finished.wait();
+  wait(done);
   if (error) std::rethrow_exception(error);
   if constexpr (!std::is_void_v<T>) return std::move(*value);
 }

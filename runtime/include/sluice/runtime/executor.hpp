@@ -103,6 +103,17 @@ class executor {
   void shutdown();
 
   std::size_t detached_tasks() const noexcept { return detached_; }
+  // For a driver that runs executors itself (a simulation): a turn now would do something (a ready
+  // coroutine, a message, a completion to dispatch) ...
+  bool has_work() const noexcept {
+    return !ready_.empty() || !deferred_.empty() || inbox_.maybe_nonempty() || backend_->has_pending_work();
+  }
+  // ... and drain() would return at once: no detached task, coroutine, message or operation left
+  // but the wake-up read.
+  bool quiescent() const noexcept {
+    return detached_ == 0 && ready_.empty() && deferred_.empty() && !inbox_.maybe_nonempty() &&
+           backend_->outstanding() <= (wake_armed_ ? 1u : 0u);
+  }
   std::uint64_t wakeups_sent() const noexcept { return wakeups_sent_.load(std::memory_order_relaxed); }
 
   // Internal: one loop turn (used by the drivers and by fibers).

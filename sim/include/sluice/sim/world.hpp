@@ -1,0 +1,185 @@
+#pragma once
+// world: one simulated machine on one thread. It is the kernel of every executor of an engine run
+// under it (engine_options::simulation): their I/O backends submit here, the synchronous calls of
+// the job (system.hpp) land here, and `run` decides, with one seeded random source, which executor
+// takes the next turn and which operation completes next, with what result.
+//
+// - Time is virtual: each step advances it by a few hundred nanoseconds; when nothing can run, it
+//   jumps to the next timer or delayed completion. Nothing reads a real clock.
+// - Storage is a `disk` (visible and durable states), networking a `network` (loopback TCP).
+// - Faults (fault_rates, per million operations) happen only in the first `faults_for` of simulated
+//   time: I/O errors, a full disk, short reads and writes, slow operations, connection resets,
+//   refused connects, stalled connections, cancels that arrive after their target completed.
+// - At step `crash_at_step`, `on_crash` is called: the driver takes the disk's crash image and ends
+//   the process (nothing after that point may run, as after kill -9).
+// - A run that can no longer progress (nothing ready, no timer, no completion possible) or that goes
+//   on past `liveness_limit` after the faults stopped throws `hang`, with what every executor waits
+//   for.
+// - Every decision is folded into `trace_hash()`; with `trace` set, it is also printed.
+
+#include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/io_backend.hpp>
+#include <sluice/runtime/simulation.hpp>
+#include <sluice/runtime/system.hpp>
+#include <sluice/sim/disk.hpp>
+#include <sluice/sim/disk_image.hpp>
+#include <sluice/sim/network.hpp>
+#include <sluice/sim/random.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace sluice::sim {
+
+struct fault_rates {
+  std::uint32_t disk_error = 0;   // EIO from a read, write or fsync
+  std::uint32_t disk_full = 0;    // ENOSPC from a write
+  std::uint32_t short_io = 0;     // a read, write, send or recv moves fewer bytes than asked
+  std::uint32_t slow_io = 0;      // an operation takes 5 to 80 ms
+  std::uint32_t net_reset = 0;    // a send or recv resets its connection
+  std::uint32_t net_refuse = 0;   // a connect is refused
+  std::uint32_t net_stall = 0;    // a send stalls its connection's delivery for 1 to 60 ms
+  std::uint32_t cancel_late = 0;  // a cancel finds its target already done
+};
+
+struct world_options {
+  std::uint64_t seed = 1;
+  fault_rates faults{};
+  std::chrono::nanoseconds faults_for{0};
+  // How long after the faults stopped the job may still run before it counts as hung.
+  std::chrono::nanoseconds liveness_limit = std::chrono::seconds(600);
+  std::uint64_t crash_at_step = 0;  // 0: never
+  std::function<void(class world&)> on_crash;
+  // How many ready coroutines an executor resumes per turn, at most (the engine's batch limit).
+  unsigned batch_limit = 4;
+  std::string working_directory = "/sim";
+  std::FILE* trace = nullptr;
+};
+
+class hang : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class world final : public runtime::simulation, public runtime::system {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  explicit world(world_options options, const disk_image& image = {});
+  ~world() override;
+
+  // --- simulation ---------------------------------------------------------------------------
+  std::unique_ptr<runtime::io_backend> make_backend(int index) override;
+  runtime::system& kernel() noexcept override { return *this; }
+  void run(std::span<runtime::executor* const> executors, bool (*done)(void*), void* context) override;
+
+  // --- what drivers and tests look at ---------------------------------------------------------
+  disk& storage() noexcept { return disk_; }
+  network& net() noexcept { return net_; }
+  rng& random() noexcept { return random_; }
+  clock::time_point now() const noexcept { return now_; }
+  std::chrono::nanoseconds elapsed() const noexcept { return now_ - start_; }
+  std::uint64_t steps() const noexcept { return steps_; }
+  std::uint64_t trace_hash() const noexcept { return hash_; }
+  std::uint64_t faults_injected() const noexcept { return faults_injected_; }
+  bool faults_active() const noexcept { return now_ - start_ < options_.faults_for; }
+  std::size_t open_descriptors() const noexcept { return fds_.size(); }
+  std::size_t pending_operations() const noexcept { return pending_.size(); }
+  // One line per operation still waiting, and per executor that could run.
+  std::string describe_waits(std::span<runtime::executor* const> executors) const;
+  const world_options& options() const noexcept { return options_; }
+
+  // --- system (the synchronous calls) ---------------------------------------------------------
+  int socket(int domain, int type, int protocol) noexcept override;
+  int setsockopt(int fd, int level, int name, const void* value, socklen_t size) noexcept override;
+  int getsockopt(int fd, int level, int name, void* value, socklen_t* size) noexcept override;
+  int bind(int fd, const sockaddr* addr, socklen_t size) noexcept override;
+  int listen(int fd, int backlog) noexcept override;
+  int getsockname(int fd, sockaddr* addr, socklen_t* size) noexcept override;
+  int shutdown(int fd, int how) noexcept override;
+  int close(int fd) noexcept override;
+  int open(const char* path, int flags, mode_t mode) noexcept override;
+  ssize_t pread(int fd, void* buf, std::size_t len, off_t offset) noexcept override;
+  ssize_t pwrite(int fd, const void* buf, std::size_t len, off_t offset) noexcept override;
+  int fsync(int fd) noexcept override;
+  int ftruncate(int fd, off_t length) noexcept override;
+  int fstat(int fd, struct stat* st) noexcept override;
+  int flock(int fd, int operation) noexcept override;
+  int stat(const char* path, struct stat* st) noexcept override;
+  int mkdir(const char* path, mode_t mode) noexcept override;
+  int unlink(const char* path) noexcept override;
+  int rmdir(const char* path) noexcept override;
+  int rename(const char* from, const char* to) noexcept override;
+  int list_directory(const char* dir, std::vector<std::string>& names, std::size_t max_entries) noexcept override;
+  std::string current_directory() override { return options_.working_directory; }
+  std::chrono::system_clock::time_point wall_now() noexcept override;
+
+  // Prints one trace line (when tracing) and folds `a`, `b` into the trace hash.
+  void note(const char* what, std::int64_t a, std::int64_t b, const std::string& detail = {});
+
+ private:
+  class backend;
+  friend class backend;
+
+  struct descriptor {
+    enum class kind : std::uint8_t { file, directory, socket } what = kind::file;
+    disk::ino inode = 0;
+    int socket = -1;
+    int access = 0;  // O_RDONLY, O_WRONLY or O_RDWR
+    bool append = false;
+    std::uint64_t cursor = 0;
+    std::string path;
+  };
+  struct pending_op {
+    runtime::io_op* op = nullptr;
+    backend* owner = nullptr;
+    clock::time_point ready_at{};
+    std::uint64_t seq = 0;
+  };
+
+  // world_ops.cpp: the asynchronous operations.
+  void submit(backend& b, runtime::io_op& op);
+  bool can_complete(const pending_op& p) const;
+  std::int32_t perform(runtime::io_op& op);
+  std::int32_t perform_file(runtime::io_op& op, descriptor& d);
+  std::int32_t perform_socket(runtime::io_op& op, descriptor& d);
+  clock::duration latency(const runtime::io_op& op);
+  clock::time_point wake_time(const pending_op& p) const;
+  void complete(std::size_t index);
+  void cancel(backend& b, runtime::io_op& cancel_op);
+  bool fault(std::uint32_t per_million);
+
+  // world_system.cpp: descriptors and paths.
+  int add_descriptor(descriptor d);
+  descriptor* find(int fd) noexcept;
+  const descriptor* find(int fd) const noexcept;
+  bool absolute(int dir_fd, const char* path, std::string& out) const;
+  int open_at(int dir_fd, const char* path, int flags);
+  void release_descriptor(int fd);
+
+  world_options options_;
+  rng random_;
+  disk disk_;
+  network net_;
+  clock::time_point start_;
+  clock::time_point now_;
+  std::uint64_t steps_ = 0;
+  std::uint64_t hash_ = 0xcbf29ce484222325ull;
+  std::uint64_t seq_ = 0;
+  std::uint64_t faults_injected_ = 0;
+  std::map<int, descriptor> fds_;
+  std::map<disk::ino, int> locks_;  // flock: inode -> the descriptor holding it
+  std::vector<pending_op> pending_;
+  std::vector<backend*> backends_;
+};
+
+}  // namespace sluice::sim

@@ -1,0 +1,50 @@
+#pragma once
+// Private to the world: an executor's simulated backend.
+
+#include <sluice/sim/world.hpp>
+
+#include <algorithm>
+#include <deque>
+
+namespace sluice::sim {
+
+// An executor's backend: submissions go to the world; completions the world decided wait here until
+// the executor's next turn dispatches them.
+class world::backend final : public runtime::io_backend {
+ public:
+  backend(world& w, int index) : world_(w), index_(index) {}
+  ~backend() override { std::erase(world_.backends_, this); }
+
+  void submit(runtime::io_op& op) override { world_.submit(*this, op); }
+  unsigned poll(bool /*wait*/) override {
+    // Never blocks: the world runs other executors instead of waiting.
+    unsigned n = 0;
+    while (!done_.empty()) {
+      runtime::io_op* op = done_.front();
+      done_.pop_front();
+      ++n;
+      op->complete(*op);
+    }
+    return n;
+  }
+  std::size_t outstanding() const noexcept override { return in_world_ + done_.size(); }
+  bool has_pending_work() const noexcept override { return !done_.empty(); }
+  std::size_t capacity() const noexcept override { return 1u << 16; }
+  clock::time_point now() const noexcept override { return world_.now_; }
+  const char* name() const noexcept override { return "sim"; }
+
+  int index() const noexcept { return index_; }
+  void finish(runtime::io_op& op, std::int32_t result) {
+    op.result = result;
+    done_.push_back(&op);
+  }
+
+  std::size_t in_world_ = 0;
+
+ private:
+  world& world_;
+  int index_;
+  std::deque<runtime::io_op*> done_;
+};
+
+}  // namespace sluice::sim
