@@ -14,6 +14,7 @@
 #include "cli_options.hpp"
 #include "demo.hpp"
 #include "jobs_cmd.hpp"
+#include "simulate_cmd.hpp"
 
 #include <sluice/runtime/version.hpp>
 
@@ -121,6 +122,11 @@ int main(int argc, char** argv) {
   sluice::apps::join_input_cli join_input_opts;
   sluice::apps::add_join_input_options(*join_input, join_input_opts);
 
+  CLI::App* simulate = app.add_subcommand(
+      "simulate", "Run sample jobs on the deterministic simulator, seed after seed, with faults and crashes");
+  sluice::apps::simulate_options simulate_opts;
+  sluice::apps::add_simulate_options(*simulate, simulate_opts);
+
   CLI::App* corpus = app.add_subcommand("corpus", "Write a seeded corpus of words, for the sample jobs");
   sluice::apps::corpus_cli corpus_opts;
   sluice::apps::add_corpus_options(*corpus, corpus_opts);
@@ -129,6 +135,14 @@ int main(int argc, char** argv) {
   if (auto done = sluice::apps::parse_command_line(app, argc, argv)) return *done;
 
   if (corpus->parsed()) return sluice::apps::run_corpus(corpus_opts);
+  if (simulate->parsed()) {
+    try {
+      return sluice::apps::run_simulate(simulate_opts);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "sluice simulate: {}\n", e.what());
+      return 1;
+    }
+  }
 
   if (wordcount->parsed()) return sluice::apps::run_wordcount(wordcount_opts);
   if (join->parsed()) return sluice::apps::run_join(join_opts);

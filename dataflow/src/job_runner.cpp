@@ -537,6 +537,12 @@ rt::task<job_result> runner::run() {
 }  // namespace
 
 job_result run_job(job_builder& job, job_settings settings) {
+  // Under a simulation, even the start-up's file reads and locks are the simulated machine's.
+  std::optional<rt::system_scope> simulated;
+  if (settings.simulation != nullptr) {
+    simulated.emplace(settings.simulation->kernel());
+    settings.handle_signals = false;
+  }
   if (settings.checkpoint_dir.empty()) throw std::invalid_argument("job settings: a checkpoint directory is required");
   if (settings.executors == 0) throw std::invalid_argument("job settings: at least one executor");
   if (settings.max_record_bytes == 0 || settings.max_record_bytes > (std::size_t{1} << 30)) {
@@ -573,7 +579,9 @@ job_result run_job(job_builder& job, job_settings settings) {
 
   job_result result;
   {
-    rt::engine eng({.executors = settings.executors, .handle_signals = settings.handle_signals});
+    rt::engine eng({.executors = settings.executors,
+                    .handle_signals = settings.handle_signals,
+                    .simulation = settings.simulation});
     const std::stop_token stop = settings.stop;
     auto r = std::make_unique<runner>(job, std::move(settings), eng, memory, std::move(identity));
     r->directories = &dirs.value();
@@ -590,6 +598,9 @@ job_result run_job(job_builder& job, job_settings settings) {
     }
     eng.stop();
     r.reset();  // after every executor stopped: nothing is posted to its parts any more
+  }
+  for (std::size_t e = 0; e < memory.executors(); ++e) {
+    result.leaked_segments += memory.pool(e).total_segments() - memory.pool(e).free_segments();
   }
   return result;
 }

@@ -23,6 +23,7 @@
 //   naming the task and the cause (exit code 1); a restart resumes from the latest checkpoint.
 //   SIGINT/SIGTERM or job_settings::stop stop it (exit code 130); the next run resumes.
 
+#include <sluice/runtime/simulation.hpp>
 #include <sluice/dataflow/job.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
 #include <sluice/snapshot/coordinator.hpp>
@@ -71,6 +72,9 @@ struct job_settings {
   // A stop request (from any thread, or from on_progress/on_checkpoint) stops the job as SIGTERM
   // does: no final checkpoint, exit code 130, and the next run resumes from the latest checkpoint.
   std::stop_token stop;
+  // Runs the job on a simulated machine (sim/world.hpp): every executor on the calling thread, and
+  // every file, socket and clock the job uses is the simulation's. Signals are not handled then.
+  runtime::simulation* simulation = nullptr;
 };
 
 struct job_result {
@@ -78,6 +82,9 @@ struct job_result {
   std::string message;  // what failed, or empty
   std::optional<snapshot::checkpoint_id> resumed_from;
   job_progress final;
+  // Network-memory segments not back in their pools once everything was torn down: always 0 unless
+  // a buffer leaked (the simulation checks it).
+  std::size_t leaked_segments = 0;
 };
 
 // Throws std::invalid_argument for a graph that cannot run (a stage without a tail, settings out of

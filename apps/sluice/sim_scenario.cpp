@@ -1,0 +1,203 @@
+// Seeds to simulated job runs (see sim_scenario.hpp).
+
+#include "sim_scenario.hpp"
+
+#include <sluice/dataflow/generate.hpp>
+#include <sluice/dataflow/generator.hpp>
+#include <sluice/dataflow/samples.hpp>
+#include <sluice/dataflow/sinks.hpp>
+#include <sluice/sim/random.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace sluice::apps::simulate {
+
+namespace {
+constexpr const char* job_names[] = {"wordcount", "window", "join", "generate"};
+constexpr const char* fault_names[] = {"all", "none", "disk", "net", "crash"};
+
+const char* mode_name(snapshot::checkpoint_mode m) {
+  switch (m) {
+    case snapshot::checkpoint_mode::aligned: return "aligned";
+    case snapshot::checkpoint_mode::unaligned: return "unaligned";
+    case snapshot::checkpoint_mode::aligned_timeout: return "aligned-timeout";
+    default: return "other";
+  }
+  return "?";
+}
+
+std::string join_side(const scenario& s, std::uint64_t salt, const char* prefix) {
+  dataflow::join_input_spec spec;
+  spec.rows = s.lines;
+  spec.keys = 1 + s.seed % 17;
+  spec.span_ms = 2000 + s.seed % 3000;
+  spec.seed = s.seed * 31 + salt;
+  spec.prefix = prefix;
+  std::string out;
+  for (std::uint64_t n = 0; n < spec.rows; ++n) out.append(dataflow::join_input_line(spec, n)).append("\n");
+  return out;
+}
+}  // namespace
+
+std::optional<job_kind> parse_job(std::string_view name) {
+  for (int i = 0; i < 4; ++i) {
+    if (name == job_names[i]) return static_cast<job_kind>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<fault_class> parse_faults(std::string_view name) {
+  for (int i = 0; i < 5; ++i) {
+    if (name == fault_names[i]) return static_cast<fault_class>(i);
+  }
+  return std::nullopt;
+}
+
+const char* to_string(job_kind k) noexcept { return job_names[static_cast<int>(k)]; }
+const char* to_string(fault_class f) noexcept { return fault_names[static_cast<int>(f)]; }
+
+std::string scenario::describe() const {
+  return fmt::format(
+      "job={} seed={} faults={}{} parallelism={} executors={} transport={} mode={} interval={}ms "
+      "alignment-timeout={}ms floating={} lines={}{} crashes={} batch={}",
+      to_string(job), seed, to_string(faults), plant.empty() ? "" : " plant=" + plant, parallelism, executors,
+      transport, mode_name(mode), interval.count(), alignment_timeout.count(), floating_buffers, lines,
+      big_records ? " big-records" : "", crashes, batch_limit);
+}
+
+scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std::string plant) {
+  scenario s;
+  s.job = job;
+  s.seed = seed;
+  s.faults = faults;
+  s.plant = std::move(plant);
+  // Its own stream, so adding a knob later changes no other knob's value for old seeds.
+  sim::rng r(seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(job) + 1);
+  s.parallelism = r.between(1, 3);
+  s.executors = static_cast<unsigned>(r.between(1, 3));
+  s.transport = r.coin() ? "tcp" : "local";
+  s.mode = static_cast<snapshot::checkpoint_mode>(r.below(3));
+  s.interval = std::chrono::milliseconds(r.between(2, 30));
+  s.alignment_timeout = std::chrono::milliseconds(r.between(0, 5));
+  s.floating_buffers = r.between(1, 8);
+  s.lines = r.between(20, 400);
+  s.big_records = job == job_kind::wordcount && r.below(4) == 0;
+  s.batch_limit = static_cast<std::uint32_t>(r.between(1, 8));
+  const bool disk = faults == fault_class::all || faults == fault_class::disk;
+  const bool net = faults == fault_class::all || faults == fault_class::net;
+  const bool crash = faults == fault_class::all || faults == fault_class::crash;
+  if (disk) {
+    s.rates.disk_error = static_cast<std::uint32_t>(r.between(0, 3000));
+    s.rates.disk_full = static_cast<std::uint32_t>(r.between(0, 2000));
+    s.rates.short_io = static_cast<std::uint32_t>(r.between(0, 100'000));
+    s.rates.slow_io = static_cast<std::uint32_t>(r.between(0, 5000));
+  }
+  if (net) {
+    s.rates.net_reset = static_cast<std::uint32_t>(r.between(0, 2000));
+    s.rates.net_refuse = static_cast<std::uint32_t>(r.between(0, 50'000));
+    s.rates.net_stall = static_cast<std::uint32_t>(r.between(0, 10'000));
+    s.rates.short_io = std::max<std::uint32_t>(s.rates.short_io, static_cast<std::uint32_t>(r.between(0, 100'000)));
+  }
+  if (disk || net) s.rates.cancel_late = static_cast<std::uint32_t>(r.between(0, 200'000));
+  if (crash) s.crashes = static_cast<unsigned>(r.between(1, 3));
+  return s;
+}
+
+sim::disk_image initial_image(const scenario& s) {
+  sim::disk_image image;
+  image.add_directory(std::string(sim_root));
+  switch (s.job) {
+    case job_kind::wordcount:
+    case job_kind::window: {
+      dataflow::word_corpus_generator g(s.seed);
+      std::string text;
+      sim::rng r(s.seed ^ 0xb16);
+      for (std::uint64_t n = 0; n < s.lines; ++n) {
+        text.append(g.next_line());
+        if (s.big_records && r.below(40) == 0) {
+          // A line longer than a 32 KiB segment: one record that spans buffers.
+          const std::size_t words = r.between(5000, 12000);
+          for (std::size_t w = 0; w < words; ++w) text.append(" w").append(std::to_string(w % 97));
+        }
+        text.push_back('\n');
+      }
+      image.add_file(std::string(sim_root) + "/input.txt", std::move(text));
+      break;
+    }
+    case job_kind::join:
+      image.add_file(std::string(sim_root) + "/left.csv", join_side(s, 1, "l"));
+      image.add_file(std::string(sim_root) + "/right.csv", join_side(s, 2, "r"));
+      break;
+    case job_kind::generate: break;
+  }
+  return image;
+}
+
+void build_job(dataflow::job_builder& job, const scenario& s) {
+  const std::string root(sim_root);
+  switch (s.job) {
+    case job_kind::wordcount:
+    case job_kind::window:
+      dataflow::build_wordcount(job, {.input = root + "/input.txt",
+                                      .output_dir = std::string(output_dir),
+                                      .parallelism = s.parallelism,
+                                      .window_lines = s.job == job_kind::window ? 1 + s.seed % 37 : 0});
+      return;
+    case job_kind::join:
+      dataflow::build_join(job, {.left = root + "/left.csv",
+                                 .right = root + "/right.csv",
+                                 .output_dir = std::string(output_dir),
+                                 .parallelism = s.parallelism,
+                                 .window_ms = 100 + s.seed % 500});
+      return;
+    case job_kind::generate: {
+      using counted = std::pair<std::string, std::uint64_t>;
+      const std::uint64_t modulus = 1 + s.seed % 29;
+      job.generate<std::string>("gen", s.parallelism, s.lines * 10,
+                                [modulus](std::uint64_t n) { return "k" + std::to_string((n * 2654435761u) % modulus); })
+          .key_by<std::string>([](const std::string& k) { return k; })
+          .aggregate<std::uint64_t, counted>(
+              "count", s.parallelism, [](std::uint64_t& n, const std::string&) { ++n; },
+              [](const std::string& k, const std::uint64_t& n) { return counted(k, n); })
+          .write_lines(std::string(output_dir), [](const counted& c) { return c.first + " " + std::to_string(c.second); });
+      return;
+    }
+  }
+}
+
+dataflow::job_settings settings_for(const scenario& s, runtime::simulation* simulation) {
+  dataflow::job_settings settings;
+  settings.checkpoint_dir = std::string(checkpoint_dir);
+  settings.checkpoint_interval = s.interval;
+  settings.mode = s.mode;
+  settings.alignment_timeout = s.alignment_timeout;
+  settings.transport = s.transport;
+  settings.executors = s.executors;
+  settings.floating_buffers = s.floating_buffers;
+  settings.handle_signals = false;
+  settings.simulation = simulation;
+  return settings;
+}
+
+std::vector<std::string> published_lines(const sim::disk_image& image) {
+  std::vector<std::string> out;
+  const std::string prefix = std::string(output_dir) + "/";
+  for (const sim::disk_image::entry& e : image.entries) {
+    if (e.directory || e.path.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string name = e.path.substr(prefix.size());
+    if (name.empty() || name[0] == '.' || name[0] == '_' || name.find('/') != std::string::npos) continue;
+    std::size_t start = 0;
+    while (start < e.data.size()) {
+      std::size_t end = e.data.find('\n', start);
+      if (end == std::string::npos) end = e.data.size();
+      out.push_back(e.data.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace sluice::apps::simulate

@@ -1,0 +1,67 @@
+#pragma once
+// One simulated job run, derived from a seed: the job and its settings, its inputs on the simulated
+// disk, the fault rates and how often the process crashes (`sluice simulate`, docs/simulation.md).
+
+#include <sluice/dataflow/job.hpp>
+#include <sluice/dataflow/job_runner.hpp>
+#include <sluice/sim/disk.hpp>
+#include <sluice/sim/disk_image.hpp>
+#include <sluice/sim/world.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice::apps::simulate {
+
+enum class job_kind { wordcount, window, join, generate };
+enum class fault_class { all, none, disk, net, crash };
+
+std::optional<job_kind> parse_job(std::string_view name);
+std::optional<fault_class> parse_faults(std::string_view name);
+const char* to_string(job_kind k) noexcept;
+const char* to_string(fault_class f) noexcept;
+
+struct scenario {
+  job_kind job = job_kind::wordcount;
+  std::uint64_t seed = 0;
+  fault_class faults = fault_class::all;
+  std::string plant;  // a planted bug to switch on ("" none)
+
+  // Derived from the seed.
+  std::size_t parallelism = 2;
+  unsigned executors = 2;
+  std::string transport = "local";
+  snapshot::checkpoint_mode mode = snapshot::checkpoint_mode::aligned;
+  std::chrono::milliseconds interval{10};
+  std::chrono::milliseconds alignment_timeout{2};
+  std::size_t floating_buffers = 8;
+  std::uint64_t lines = 200;       // input lines (each join side: rows)
+  bool big_records = false;        // some lines longer than a segment
+  sim::fault_rates rates{};
+  unsigned crashes = 0;            // process crashes to place
+  std::uint32_t batch_limit = 4;
+
+  // One line: everything above.
+  std::string describe() const;
+};
+
+scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std::string plant = {});
+
+// Where things are on the simulated disk.
+inline constexpr std::string_view sim_root = "/sim";
+inline constexpr std::string_view output_dir = "/sim/out";
+inline constexpr std::string_view checkpoint_dir = "/sim/checkpoints";
+
+// The disk at the start: the job's inputs, durable.
+sim::disk_image initial_image(const scenario& s);
+// Builds the job's graph.
+void build_job(dataflow::job_builder& job, const scenario& s);
+dataflow::job_settings settings_for(const scenario& s, runtime::simulation* simulation);
+// Every line of the published output files (names not starting with '.' or '_'), sorted.
+std::vector<std::string> published_lines(const sim::disk_image& image);
+
+}  // namespace sluice::apps::simulate

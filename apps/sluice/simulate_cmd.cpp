@@ -1,0 +1,161 @@
+// `sluice simulate` (see simulate_cmd.hpp).
+
+#include "simulate_cmd.hpp"
+
+#include "cli_options.hpp"
+#include "sim_seed.hpp"
+
+#include <sluice/runtime/plant.hpp>
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <chrono>
+#include <optional>
+
+namespace sluice::apps {
+
+namespace {
+
+using simulate::fault_class;
+using simulate::job_kind;
+
+std::optional<std::pair<std::uint64_t, std::uint64_t>> parse_range(const std::string& text) {
+  auto number = [](std::string_view s, std::uint64_t& v) {
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+  };
+  const std::size_t dash = text.find('-');
+  std::uint64_t a = 0, b = 0;
+  if (dash == std::string::npos) {
+    if (!number(text, a)) return std::nullopt;
+    return std::pair(a, a);
+  }
+  if (!number(std::string_view(text).substr(0, dash), a) || !number(std::string_view(text).substr(dash + 1), b) ||
+      b < a) {
+    return std::nullopt;
+  }
+  return std::pair(a, b);
+}
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string reproduce(const simulate::scenario& s) {
+  return fmt::format("sluice simulate --job {} --seeds {}-{} --faults {}{} --trace", simulate::to_string(s.job), s.seed,
+                     s.seed, simulate::to_string(s.faults), s.plant.empty() ? "" : " --plant " + s.plant);
+}
+
+}  // namespace
+
+void add_simulate_options(CLI::App& command, simulate_options& o) {
+  command.add_option("--job", o.job, "wordcount, window, join or generate");
+  command.add_option("--seeds", o.seeds, "The seeds to run: A-B (inclusive) or one seed A");
+  command.add_option("--faults", o.faults, "all, none, disk, net or crash")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"all", "none", "disk", "net", "crash"}));
+  command.add_option("--plant", o.plant, "Switch on a planted bug (see --list-plants); exit 0 if a seed finds it");
+  command.add_flag("--json", o.json, "One JSON object per seed, then a summary object");
+  command.add_flag("--trace", o.trace, "Print every scheduling and fault decision (to read one seed)");
+  command.add_flag("--list-plants", o.list_plants, "Print the planted bugs this build has, one a line");
+  add_number_option(command, "--twice-every", o.twice_every,
+                    "Run every N-th seed twice and require the same trace (0: never)", 0, 1'000'000);
+  add_number_option(command, "--soak-minutes", o.soak_minutes,
+                    "Soak: after the last seed, go on with the next ones until this many minutes passed", 0,
+                    7 * 24 * 60);
+}
+
+int run_simulate(const simulate_options& o) {
+  if (o.list_plants) {
+    for (const char* name : runtime::plants()) fmt::print("{}\n", name);
+    return 0;
+  }
+  const auto job = simulate::parse_job(o.job);
+  if (!job) {
+    fmt::print(stderr, "sluice simulate: --job must be wordcount, window, join or generate (got '{}')\n", o.job);
+    return exit_usage;
+  }
+  const auto seeds = parse_range(o.seeds);
+  if (!seeds) {
+    fmt::print(stderr, "sluice simulate: --seeds must be A-B with A <= B, or one seed A (got '{}')\n", o.seeds);
+    return exit_usage;
+  }
+  const fault_class faults = *simulate::parse_faults(o.faults);
+  if (!o.plant.empty()) {
+    if (!runtime::plant_known(o.plant)) {
+      fmt::print(stderr, "sluice simulate: this build has no planted bug '{}' (see --list-plants{})\n", o.plant,
+                 runtime::plants().empty() ? "; it was built without -DSLUICE_PLANTS=ON" : "");
+      return exit_usage;
+    }
+    runtime::set_plant(o.plant.c_str());
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const auto soak_until = started + std::chrono::minutes(o.soak_minutes);
+  std::uint64_t count = 0, failures = 0, steps = 0, crashes = 0, attempts = 0, injected = 0;
+  double simulated = 0;
+  for (std::uint64_t seed = seeds->first;; ++seed) {
+    if (seed > seeds->second && (o.soak_minutes == 0 || std::chrono::steady_clock::now() >= soak_until)) break;
+    const simulate::scenario s = simulate::make_scenario(*job, seed, faults, o.plant);
+    simulate::seed_options so;
+    so.trace = o.trace;
+    so.twice = o.twice_every != 0 && seed % o.twice_every == 0;
+    if (o.trace) fmt::print(stderr, "seed {}: {}\n", seed, s.describe());
+    const simulate::seed_result r = simulate::run_seed(s, so);
+    ++count;
+    steps += r.steps;
+    simulated += r.simulated_seconds;
+    crashes += r.crashes;
+    attempts += r.attempts;
+    injected += r.faults;
+    if (r.failed) ++failures;
+    if (o.json) {
+      fmt::print("{{\"seed\":{},\"job\":\"{}\",\"faults\":\"{}\",\"ok\":{},\"steps\":{},\"simulated_seconds\":{:.6f},"
+                 "\"crashes\":{},\"attempts\":{},\"faults_injected\":{},\"output_lines\":{},\"trace\":\"{:016x}\","
+                 "\"scenario\":{}{}}}\n",
+                 seed, simulate::to_string(*job), o.faults, r.failed ? "false" : "true", r.steps, r.simulated_seconds,
+                 r.crashes, r.attempts, r.faults, r.output_lines, r.trace_hash, json_string(s.describe()),
+                 r.failed ? ",\"failure\":" + json_string(r.failure) + ",\"reproduce\":" + json_string(reproduce(s))
+                          : std::string());
+    } else if (r.failed) {
+      fmt::print("FAIL seed {} ({}): {}\n  reproduce: {}\n", seed, s.describe(), r.failure, reproduce(s));
+    }
+    std::fflush(stdout);
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double per_minute = wall > 0 ? static_cast<double>(count) * 60.0 / wall : 0.0;
+  if (o.json) {
+    fmt::print("{{\"summary\":true,\"job\":\"{}\",\"faults\":\"{}\",\"plant\":{},\"seeds\":{},\"failures\":{},"
+               "\"steps\":{},\"simulated_seconds\":{:.3f},\"crashes\":{},\"attempts\":{},\"faults_injected\":{},"
+               "\"wall_seconds\":{:.3f},\"seeds_per_minute\":{:.1f}}}\n",
+               simulate::to_string(*job), o.faults, json_string(o.plant), count, failures, steps, simulated, crashes,
+               attempts, injected, wall, per_minute);
+  } else {
+    fmt::print("simulate {} (faults {}{}): {} seeds, {} failed; {} steps, {:.1f} s simulated, {} crashes, {} job runs, "
+               "{} faults injected; {:.1f} s ({:.0f} seeds/min)\n",
+               simulate::to_string(*job), o.faults, o.plant.empty() ? "" : ", plant " + o.plant, count, failures,
+               steps, simulated, crashes, attempts, injected, wall, per_minute);
+  }
+  if (!o.plant.empty()) {
+    if (failures == 0) fmt::print("planted bug '{}' ESCAPED: no seed found it\n", o.plant);
+    return failures > 0 ? 0 : 1;
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace sluice::apps

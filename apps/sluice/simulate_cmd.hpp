@@ -1,0 +1,29 @@
+#pragma once
+// `sluice simulate`: runs whole jobs on the deterministic simulator, seed after seed, and prints one
+// line per failure with the command that reproduces it, then a summary (docs/simulation.md).
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace sluice::apps {
+
+struct simulate_options {
+  std::string job;
+  std::string seeds;  // "A-B" or "A"
+  std::string faults = "all";
+  std::string plant;
+  bool json = false;
+  bool trace = false;
+  bool list_plants = false;
+  std::uint64_t twice_every = 10;  // every N-th seed runs twice, to check determinism (0: never)
+  std::uint64_t soak_minutes = 0;  // keep going past the last seed until this much time passed
+};
+
+void add_simulate_options(CLI::App& command, simulate_options& options);
+// 0: no seed failed (with --plant: the planted bug was found); 1: a seed failed (the bug escaped);
+// 2: bad usage.
+int run_simulate(const simulate_options& options);
+
+}  // namespace sluice::apps
