@@ -11,14 +11,12 @@
 
 #include <sluice/io/fs.hpp>
 #include <sluice/runtime/log.hpp>
-
-#include <unistd.h>
+#include <sluice/runtime/system.hpp>
 
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <charconv>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <system_error>
@@ -210,8 +208,7 @@ io::error exactly_once_file_sink::failed_error(const char* op) const {
 
 io::result<void> exactly_once_file_sink::clear_earlier_output(const std::string& dir) {
   const std::string area = dir + "/" + std::string(staging_dir_name);
-  std::error_code ec;
-  const bool has_area = std::filesystem::is_directory(area, ec);
+  const bool has_area = io::is_directory_blocking(area);
   std::map<std::uint64_t, std::uint64_t> marks;  // task -> its highest mark
   std::vector<std::string> staged;
   if (has_area) {
@@ -240,7 +237,8 @@ io::result<void> exactly_once_file_sink::clear_earlier_output(const std::string&
     published.push_back(name);
   }
   const auto remove = [](const std::string& path) -> io::result<void> {
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return io::error::from_errno(errno, "remove '" + path + "'");
+    const int rc = runtime::sys().unlink(path.c_str());
+    if (rc < 0 && rc != -ENOENT) return io::error::from_errno(-rc, "remove '" + path + "'");
     return io::success();
   };
   for (const std::string& name : published) {

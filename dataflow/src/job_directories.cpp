@@ -6,16 +6,15 @@
 #include <sluice/dataflow/exactly_once_file_sink.hpp>
 
 #include <sluice/io/fs.hpp>
+#include <sluice/runtime/system.hpp>
 
 #include <fmt/core.h>
 
 #include <fcntl.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <system_error>
@@ -23,11 +22,12 @@
 
 namespace sluice::dataflow::detail {
 
-namespace fs = std::filesystem;
-
 namespace {
 
 constexpr std::string_view marker_header = "sluice output directory, version 1";
+
+// A marker is a few short lines; anything longer is not one of ours.
+constexpr std::size_t max_marker_bytes = 1u << 20;
 
 io::error refused(std::string message) {
   return io::error(std::make_error_code(std::errc::operation_not_permitted), std::move(message));
@@ -35,27 +35,27 @@ io::error refused(std::string message) {
 
 // `dir` made (with its parents) and resolved to an absolute path without symlinks.
 io::result<std::string> make_and_resolve(const std::string& dir, std::string_view what) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return io::error(ec, fmt::format("create {} '{}': {}", what, dir, ec.message()));
-  fs::path resolved = fs::canonical(dir, ec);
-  if (ec) return io::error(ec, fmt::format("resolve {} '{}': {}", what, dir, ec.message()));
-  return resolved.string();
+  if (const int rc = io::make_directories_blocking(dir); rc < 0) {
+    return io::error::from_errno(-rc, fmt::format("create {} '{}'", what, dir));
+  }
+  std::string resolved;
+  if (const int rc = runtime::sys().realpath(dir.c_str(), resolved); rc < 0) {
+    return io::error::from_errno(-rc, fmt::format("resolve {} '{}'", what, dir));
+  }
+  return resolved;
 }
 
 // The marker's text, or nothing if there is no marker.
 io::result<std::optional<std::string>> read_marker(const std::string& path) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (status.type() == fs::file_type::not_found) return std::optional<std::string>{};
-  if (ec) return io::error(ec, fmt::format("read marker '{}': {}", path, ec.message()));
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || status.type() != fs::file_type::regular) {
+  struct stat st {};
+  const int rc = runtime::sys().stat(path.c_str(), &st);
+  if (rc == -ENOENT || rc == -ENOTDIR) return std::optional<std::string>{};
+  if (rc < 0) return io::error::from_errno(-rc, fmt::format("read marker '{}'", path));
+  std::string text;
+  if (!S_ISREG(st.st_mode) || io::read_file_blocking(path, text, max_marker_bytes) < 0) {
     return io::error(std::make_error_code(std::errc::io_error), fmt::format("read marker '{}': unreadable", path));
   }
-  return std::optional<std::string>(text.str());
+  return std::optional<std::string>(std::move(text));
 }
 
 // The value of the line "<key> <value>" of a marker's text, or "?".
@@ -68,22 +68,13 @@ std::string marker_field(const std::string& text, std::string_view key) {
   return "?";
 }
 
-int write_all(int fd, std::string_view text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    done += static_cast<std::size_t>(n);
-  }
-  return 0;
-}
-
+// 0 or -errno.
 int fsync_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  const int rc = ::fsync(fd) == 0 ? 0 : errno;
-  ::close(fd);
+  runtime::system& os = runtime::sys();
+  const int fd = os.open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (fd < 0) return fd;
+  const int rc = os.fsync(fd);
+  (void)os.close(fd);
   return rc;
 }
 
@@ -91,17 +82,18 @@ int fsync_dir(const std::string& dir) {
 // directory fsynced. A crash leaves no marker or a whole one (and maybe the temporary file, which
 // claim() ignores and the next claim overwrites).
 io::result<void> write_marker(const std::string& dir, const std::string& text) {
+  runtime::system& os = runtime::sys();
   const std::string temp = dir + "/" + std::string(job_directories::marker_temp_file_name);
   const std::string path = dir + "/" + std::string(job_directories::marker_file_name);
-  const auto failed = [&path](int e) { return io::error::from_errno(e, fmt::format("write marker '{}'", path)); };
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return failed(errno);
-  int e = write_all(fd, text);
-  if (e == 0 && ::fsync(fd) != 0) e = errno;
-  if (::close(fd) != 0 && e == 0) e = errno;
-  if (e == 0 && ::rename(temp.c_str(), path.c_str()) != 0) e = errno;
-  if (e == 0) e = fsync_dir(dir);
-  if (e != 0) return failed(e);
+  const auto failed = [&path](int rc) { return io::error::from_errno(-rc, fmt::format("write marker '{}'", path)); };
+  const int fd = os.open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return failed(fd);
+  int rc = io::write_all_blocking(fd, text, 0);
+  if (rc == 0) rc = os.fsync(fd);
+  if (const int closed = os.close(fd); closed < 0 && rc == 0) rc = closed;
+  if (rc == 0) rc = os.rename(temp.c_str(), path.c_str());
+  if (rc == 0) rc = fsync_dir(dir);
+  if (rc < 0) return failed(rc);
   return io::success();
 }
 

@@ -22,7 +22,8 @@
 // Every refusal is a message naming the directory and the reason; run_job returns it with exit
 // code 2. The sinks then keep to the files they can prove they wrote (exactly_once_file_sink.hpp).
 //
-// BLOCKING syscalls (mkdir, flock, readdir, small writes): start-up only.
+// BLOCKING syscalls (mkdir, flock, readdir, small writes), through the thread's runtime::sys():
+// start-up only.
 
 #include <sluice/io/directory_lock.hpp>
 #include <sluice/io/result.hpp>

@@ -4,13 +4,14 @@
 #include <sluice/buffers/crc32c.hpp>
 #include <sluice/dataflow/job_fingerprint.hpp>
 #include <sluice/dataflow/line_file_reader.hpp>
+#include <sluice/io/fs.hpp>
+#include <sluice/runtime/system.hpp>
 #include <sluice/snapshot/manifest.hpp>
 
 #include <fmt/format.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -37,7 +38,7 @@ class fd_guard {
   explicit fd_guard(int fd) noexcept : fd_(fd) {}
   fd_guard(const fd_guard&) = delete;
   fd_guard& operator=(const fd_guard&) = delete;
-  ~fd_guard() { ::close(fd_); }
+  ~fd_guard() { (void)runtime::sys().close(fd_); }
 
  private:
   int fd_;
@@ -46,14 +47,19 @@ class fd_guard {
 // Size and CRC32C of the regular file `path`, read to the size it had when opened (an input that
 // grows is not followed: the sources fix their byte ranges at open too).
 std::pair<std::uint64_t, std::uint32_t> hash_input(const std::string& path) {
+  runtime::system& os = runtime::sys();
   struct ::stat st {};
   // stat first: opening a FIFO without a writer would block.
-  if (::stat(path.c_str(), &st) != 0) throw job_refused(1, fmt::format("open input '{}': {}", path, errno_text(errno)));
+  if (const int rc = os.stat(path.c_str(), &st); rc < 0) {
+    throw job_refused(1, fmt::format("open input '{}': {}", path, errno_text(-rc)));
+  }
   if (std::optional<std::string> why = not_replayable(path, st.st_mode)) throw job_refused(2, *why);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw job_refused(1, fmt::format("open input '{}': {}", path, errno_text(errno)));
+  const int fd = os.open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
+  if (fd < 0) throw job_refused(1, fmt::format("open input '{}': {}", path, errno_text(-fd)));
   fd_guard guard(fd);
-  if (::fstat(fd, &st) != 0) throw job_refused(1, fmt::format("stat input '{}': {}", path, errno_text(errno)));
+  if (const int rc = os.fstat(fd, &st); rc < 0) {
+    throw job_refused(1, fmt::format("stat input '{}': {}", path, errno_text(-rc)));
+  }
   if (std::optional<std::string> why = not_replayable(path, st.st_mode)) throw job_refused(2, *why);  // replaced
   const auto size = static_cast<std::uint64_t>(st.st_size);
   std::vector<std::byte> buffer(read_chunk_bytes);
@@ -61,9 +67,9 @@ std::pair<std::uint64_t, std::uint32_t> hash_input(const std::string& path) {
   std::uint32_t crc = 0;
   while (done < size) {  // bound: each pass reads > 0 bytes or ends
     const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), size - done));
-    const ssize_t n = ::pread(fd, buffer.data(), want, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw job_refused(1, fmt::format("read input '{}': {}", path, errno_text(errno)));
+    const ssize_t n = os.pread(fd, buffer.data(), want, static_cast<off_t>(done));
+    if (n == -EINTR) continue;
+    if (n < 0) throw job_refused(1, fmt::format("read input '{}': {}", path, errno_text(static_cast<int>(-n))));
     if (n == 0) break;  // it shrank while read
     crc = buffers::crc32c_extend(crc, std::span<const std::byte>(buffer.data(), static_cast<std::size_t>(n)));
     done += static_cast<std::uint64_t>(n);
@@ -231,10 +237,8 @@ void stage_differences(const job_fingerprint& taken, const job_fingerprint& now,
 namespace detail {
 std::string identity_path(const std::string& dir) {
   if (dir.empty()) return dir;
-  std::error_code ec;
-  std::filesystem::path p = std::filesystem::absolute(dir, ec);
-  if (ec) p = dir;
-  p = p.lexically_normal();
+  // Lexical only (no syscall): the working directory comes from runtime::sys().
+  std::filesystem::path p = std::filesystem::path(io::absolute_path(dir)).lexically_normal();
   if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();  // "out/" -> "out"
   return p.string();
 }

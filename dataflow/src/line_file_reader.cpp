@@ -6,6 +6,8 @@
 
 #include <sluice/dataflow/line_file_reader.hpp>
 
+#include <sluice/runtime/system.hpp>
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -63,7 +65,7 @@ runtime::task<io::result<line_file_reader>> line_file_reader::open(std::string p
   if (!opened) co_return std::move(opened).error();
   io::file f = std::move(opened).value();
   struct ::stat st {};
-  if (::fstat(f.fd(), &st) == 0) {
+  if (runtime::sys().fstat(f.fd(), &st) == 0) {
     if (std::optional<std::string> why = not_replayable(path, st.st_mode)) {
       co_return io::error(std::make_error_code(std::errc::invalid_argument), "open line file: " + *why);
     }

@@ -1,21 +1,23 @@
 // directory_lock (see directory_lock.hpp): flock on `<dir>/.sluice-lock`, pid written after the
-// lock is taken.
+// lock is taken. Every call goes through the thread's runtime::sys().
 
 #include <sluice/io/directory_lock.hpp>
 
+#include <sluice/io/fs.hpp>
+#include <sluice/runtime/system.hpp>
+
 #include <fcntl.h>
 #include <sys/file.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <cstring>
 #include <optional>
 #include <system_error>
-#include <thread>
 
 namespace sluice::io {
+
+using runtime::sys;
 
 namespace {
 
@@ -28,13 +30,13 @@ error not_writable(std::string_view what, const std::string& dir, int errno_valu
 }
 
 void close_fd(int fd) noexcept {
-  if (fd >= 0) (void)::close(fd);
+  if (fd >= 0) (void)sys().close(fd);
 }
 
 // The pid the holder wrote into the lock file, if it wrote one yet.
 std::optional<long> read_pid(int fd) {
   char text[32] = {};
-  const ssize_t got = ::pread(fd, text, sizeof text - 1, 0);
+  const ssize_t got = sys().pread(fd, text, sizeof text - 1, 0);
   if (got <= 0) return std::nullopt;
   long pid = 0;
   const char* end = text + got;
@@ -43,32 +45,22 @@ std::optional<long> read_pid(int fd) {
   return pid;
 }
 
-// Writes all of `text` at offset 0 of `fd`, replacing what was there.
+// Writes all of `text` at offset 0 of `fd`, replacing what was there. 0 or an errno.
 int write_text(int fd, std::string_view text) {
-  if (::ftruncate(fd, 0) != 0) return errno;
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::pwrite(fd, text.data() + done, text.size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return EIO;
-    done += static_cast<std::size_t>(n);
-  }
-  return 0;
+  if (const int rc = sys().ftruncate(fd, 0); rc < 0) return -rc;
+  return -write_all_blocking(fd, text, 0);
 }
 
 }  // namespace
 
 result<directory_lock> directory_lock::acquire(const std::string& dir, std::string_view what) {
   const std::string path = dir + "/" + std::string(file_name);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return not_writable(what, dir, errno);
-  int locked = 0;
-  do {
-    locked = ::flock(fd, LOCK_EX | LOCK_NB);
-  } while (locked != 0 && errno == EINTR);
-  if (locked != 0) {
-    const int lock_errno = errno;
+  runtime::system& os = sys();
+  const int fd = os.open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return not_writable(what, dir, -fd);
+  const int locked = os.flock(fd, LOCK_EX | LOCK_NB);  // (the host retries EINTR)
+  if (locked < 0) {
+    const int lock_errno = -locked;
     if (lock_errno != EWOULDBLOCK) {
       close_fd(fd);
       return error::from_errno(lock_errno, "lock " + quoted(what, dir));
@@ -76,7 +68,7 @@ result<directory_lock> directory_lock::acquire(const std::string& dir, std::stri
     // The holder writes its pid right after taking the lock: give it a moment (bounded).
     std::optional<long> pid = read_pid(fd);
     for (int i = 0; i < 20 && !pid; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      (void)os.nanosleep(std::chrono::milliseconds(1));
       pid = read_pid(fd);
     }
     close_fd(fd);
@@ -85,23 +77,21 @@ result<directory_lock> directory_lock::acquire(const std::string& dir, std::stri
                  quoted(what, dir) + " is in use by another sluice job (" + holder + ")");
   }
   // Ours from here: on any failure below, closing the descriptor releases it.
-  if (const int e = write_text(fd, std::to_string(::getpid()) + "\n"); e != 0) {
+  if (const int e = write_text(fd, std::to_string(os.getpid()) + "\n"); e != 0) {
     close_fd(fd);
     return not_writable(what, dir, e);
   }
   // The lock file may predate a change of permissions: prove that new entries can be made.
   const std::string probe = dir + "/" + std::string(probe_file_name);
-  const int probe_fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int probe_fd = os.open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (probe_fd < 0) {
-    const int e = errno;
     close_fd(fd);
-    return not_writable(what, dir, e);
+    return not_writable(what, dir, -probe_fd);
   }
   close_fd(probe_fd);
-  if (::unlink(probe.c_str()) != 0) {
-    const int e = errno;
+  if (const int rc = os.unlink(probe.c_str()); rc < 0) {
     close_fd(fd);
-    return not_writable(what, dir, e);
+    return not_writable(what, dir, -rc);
   }
   return directory_lock(dir, fd);
 }

@@ -3,8 +3,7 @@
 
 #include <sluice/io/result.hpp>
 #include <sluice/runtime/io_awaitable.hpp>
-
-#include <unistd.h>
+#include <sluice/runtime/system.hpp>
 
 #include <cerrno>
 #include <cstddef>
@@ -37,12 +36,9 @@ inline runtime::io_op data_op(runtime::op_code code, int fd, const void* buf, st
   return op;
 }
 
-// A synchronous close: never blocks for sockets and plain files. EINTR still closed the descriptor
-// on Linux, so it counts as success.
-inline std::int32_t close_now(int fd) noexcept {
-  if (::close(fd) == 0 || errno == EINTR) return 0;
-  return -errno;
-}
+// A synchronous close, through the thread's system: never blocks for sockets and plain files.
+// (EINTR still closed the descriptor on Linux, so the host counts it as success.)
+inline std::int32_t close_now(int fd) noexcept { return runtime::sys().close(fd); }
 
 // After a close op completed with `rc`: a close that never ran (stopped before submission, or
 // cancelled before it started) left the descriptor open, so close it now. Returns the final result.

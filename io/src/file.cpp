@@ -156,7 +156,7 @@ runtime::task<result<void>> file::close() {
 result<std::uint64_t> file::size() const {
   if (fd_ < 0) return detail::closed_error(quoted("stat", path_));
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) return error::from_errno(errno, quoted("stat", path_));
+  if (const int rc = runtime::sys().fstat(fd_, &st); rc < 0) return error::from_errno(-rc, quoted("stat", path_));
   return static_cast<std::uint64_t>(st.st_size);
 }
 

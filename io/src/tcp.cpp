@@ -7,6 +7,9 @@
 // recv yields 0, send fails with EPIPE) and a stream's peer sees the end of the stream. A stream
 // set for an abortive close (SO_LINGER with a 0 timeout) is only shut down for reading: a FIN
 // sent now would reach the peer before the reset, and the peer would read a clean end of stream.
+//
+// The synchronous calls (socket, setsockopt, bind, listen, getsockname, shutdown) go through the
+// thread's runtime::sys(), so a simulation can stand in for the kernel.
 
 #include <sluice/io/tcp.hpp>
 
@@ -22,6 +25,7 @@ namespace sluice::io {
 using runtime::io_op;
 using runtime::op_code;
 using runtime::submit_op;
+using runtime::sys;
 
 namespace {
 
@@ -31,7 +35,7 @@ std::string context(const char* op, const address& a) { return std::string(op) +
 bool aborts_on_close(int fd) noexcept {
   linger value{};
   socklen_t size = sizeof value;
-  return ::getsockopt(fd, SOL_SOCKET, SO_LINGER, &value, &size) == 0 && value.l_onoff != 0 && value.l_linger == 0;
+  return sys().getsockopt(fd, SOL_SOCKET, SO_LINGER, &value, &size) == 0 && value.l_onoff != 0 && value.l_linger == 0;
 }
 
 io_op data_op(op_code code, int fd, const void* buf, std::size_t bytes, std::uint32_t flags) noexcept {
@@ -65,8 +69,8 @@ runtime::task<result<tcp_stream>> tcp_stream::connect(address peer) {
   if (peer.family() != AF_INET && peer.family() != AF_INET6) {
     co_return error::from_errno(EAFNOSUPPORT, context("connect", peer));
   }
-  const int fd = ::socket(peer.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
-  if (fd < 0) co_return error::from_errno(errno, context("socket for connect", peer));
+  const int fd = sys().socket(peer.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (fd < 0) co_return error::from_errno(-fd, context("socket for connect", peer));
   tcp_stream stream(fd, peer);  // closes the socket on every failure below
   io_op op = detail::make_op(op_code::connect, fd);
   op.buf = const_cast<sockaddr*>(peer.data());
@@ -132,7 +136,7 @@ runtime::task<result<void>> tcp_stream::shutdown(int how) {
 runtime::task<result<void>> tcp_stream::close() {
   if (fd_ < 0) co_return success();
   const int fd = std::exchange(fd_, -1);
-  ::shutdown(fd, aborts_on_close(fd) ? SHUT_RD : SHUT_RDWR);  // wakes waiting operations; see the top
+  (void)sys().shutdown(fd, aborts_on_close(fd) ? SHUT_RD : SHUT_RDWR);  // wakes waiting operations; see the top
   std::int32_t rc = co_await submit_op(detail::make_op(op_code::close, fd));
   rc = detail::finish_close(fd, rc);
   if (rc < 0) co_return error::from_errno(-rc, context("close connection to", peer_));
@@ -142,8 +146,8 @@ runtime::task<result<void>> tcp_stream::close() {
 result<void> tcp_stream::set_nodelay(bool on) {
   if (fd_ < 0) return detail::closed_error(context("set TCP_NODELAY on connection to", peer_));
   const int value = on ? 1 : 0;
-  if (::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &value, sizeof value) != 0) {
-    return error::from_errno(errno, context("set TCP_NODELAY on connection to", peer_));
+  if (const int rc = sys().setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &value, sizeof value); rc < 0) {
+    return error::from_errno(-rc, context("set TCP_NODELAY on connection to", peer_));
   }
   return success();
 }
@@ -152,8 +156,8 @@ result<address> tcp_stream::local_address() const {
   if (fd_ < 0) return detail::closed_error(context("getsockname of connection to", peer_));
   sockaddr_storage storage{};
   socklen_t size = sizeof storage;
-  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&storage), &size) != 0) {
-    return error::from_errno(errno, context("getsockname of connection to", peer_));
+  if (const int rc = sys().getsockname(fd_, reinterpret_cast<sockaddr*>(&storage), &size); rc < 0) {
+    return error::from_errno(-rc, context("getsockname of connection to", peer_));
   }
   return address::from_sockaddr(reinterpret_cast<const sockaddr*>(&storage), size);
 }
@@ -176,7 +180,7 @@ tcp_listener::~tcp_listener() { close_now(); }
 void tcp_listener::close_now() noexcept {
   if (fd_ < 0) return;
   const int fd = std::exchange(fd_, -1);
-  ::shutdown(fd, SHUT_RDWR);  // see the top of this file
+  (void)sys().shutdown(fd, SHUT_RDWR);  // see the top of this file
   detail::close_now(fd);
 }
 
@@ -184,19 +188,20 @@ result<tcp_listener> tcp_listener::listen(const address& local, int backlog) {
   if (local.family() != AF_INET && local.family() != AF_INET6) {
     return error::from_errno(EAFNOSUPPORT, context("listen on", local));
   }
-  const int fd = ::socket(local.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
-  if (fd < 0) return error::from_errno(errno, context("socket for listener on", local));
+  runtime::system& os = sys();
+  const int fd = os.socket(local.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (fd < 0) return error::from_errno(-fd, context("socket for listener on", local));
   detail::unique_fd owned(fd);
   const int one = 1;
-  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
-    return error::from_errno(errno, context("set SO_REUSEADDR for listener on", local));
+  if (const int rc = os.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); rc < 0) {
+    return error::from_errno(-rc, context("set SO_REUSEADDR for listener on", local));
   }
-  if (::bind(fd, local.data(), local.size()) != 0) return error::from_errno(errno, context("bind", local));
-  if (::listen(fd, backlog) != 0) return error::from_errno(errno, context("listen on", local));
+  if (const int rc = os.bind(fd, local.data(), local.size()); rc < 0) return error::from_errno(-rc, context("bind", local));
+  if (const int rc = os.listen(fd, backlog); rc < 0) return error::from_errno(-rc, context("listen on", local));
   sockaddr_storage storage{};
   socklen_t size = sizeof storage;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &size) != 0) {
-    return error::from_errno(errno, context("getsockname of listener on", local));
+  if (const int rc = os.getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &size); rc < 0) {
+    return error::from_errno(-rc, context("getsockname of listener on", local));
   }
   return tcp_listener(owned.release(), address::from_sockaddr(reinterpret_cast<const sockaddr*>(&storage), size));
 }
@@ -218,7 +223,7 @@ runtime::task<result<tcp_stream>> tcp_listener::accept() {
 runtime::task<result<void>> tcp_listener::close() {
   if (fd_ < 0) co_return success();
   const int fd = std::exchange(fd_, -1);
-  ::shutdown(fd, SHUT_RDWR);  // wakes a pending accept; see the top of this file
+  (void)sys().shutdown(fd, SHUT_RDWR);  // wakes a pending accept; see the top of this file
   std::int32_t rc = co_await submit_op(detail::make_op(op_code::close, fd));
   rc = detail::finish_close(fd, rc);
   if (rc < 0) co_return error::from_errno(-rc, context("close listener on", local_));

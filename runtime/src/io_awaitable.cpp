@@ -2,7 +2,7 @@
 
 #include <sluice/runtime/io_awaitable.hpp>
 
-#include <unistd.h>
+#include <sluice/runtime/system.hpp>
 
 namespace sluice::runtime {
 
@@ -33,7 +33,7 @@ void io_awaitable::on_complete(io_op& op) noexcept {
   auto* self = static_cast<io_awaitable*>(op.user);
   self->finish_target();
   if (self->yields_fd_ && self->stop_was_requested() && op.result >= 0) {
-    ::close(op.result);  // the descriptor arrived after a cancel: nobody will own it
+    (void)sys().close(op.result);  // the descriptor arrived after a cancel: nobody will own it
     op.result = -ECANCELED;
   }
   self->release();

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <ctime>
 
 namespace sluice::runtime {
 
@@ -85,10 +86,32 @@ class host final : public system {
     ::closedir(d);
     return error == 0 ? 0 : -error;
   }
+  int realpath(const char* path, std::string& resolved) noexcept override {
+    char buf[PATH_MAX];
+    if (::realpath(path, buf) == nullptr) return -errno;
+    try {
+      resolved = buf;
+    } catch (...) {
+      return -ENOMEM;
+    }
+    return 0;
+  }
   std::string current_directory() override {
     char buf[PATH_MAX];
     if (::getcwd(buf, sizeof buf) == nullptr) return "/";
     return buf;
+  }
+
+  int getpid() noexcept override { return static_cast<int>(::getpid()); }
+  int nanosleep(std::chrono::nanoseconds duration) noexcept override {
+    if (duration.count() <= 0) return 0;
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(duration);
+    timespec left{static_cast<time_t>(seconds.count()), static_cast<long>((duration - seconds).count())};
+    // EINTR: sleep what is left (bounded: `left` shrinks).
+    while (::nanosleep(&left, &left) != 0) {
+      if (errno != EINTR) return -errno;
+    }
+    return 0;
   }
 
   std::chrono::system_clock::time_point wall_now() noexcept override { return std::chrono::system_clock::now(); }

@@ -4,6 +4,7 @@
 #include <sluice/io/file.hpp>
 #include <sluice/io/fs.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/system.hpp>
 #include <sluice/runtime/when_all.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
 
@@ -114,7 +115,7 @@ runtime::task<io::result<void>> ensure_exists(std::string path) {
 
 std::uint64_t now_unix_ms() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
+                                        runtime::sys().wall_now().time_since_epoch())
                                         .count());
 }
 

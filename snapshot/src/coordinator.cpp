@@ -7,6 +7,7 @@
 
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/system.hpp>
 #include <sluice/runtime/timer.hpp>
 
 #include <fmt/format.h>
@@ -25,7 +26,7 @@ namespace {
 
 std::uint64_t now_unix_ms() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
+                                        runtime::sys().wall_now().time_since_epoch())
                                         .count());
 }
 

@@ -7,8 +7,10 @@
 #include <sluice/dataflow/samples.hpp>
 #include <sluice/dataflow/sinks.hpp>
 #include <sluice/runtime/sync_wait.hpp>
+#include <sluice/runtime/system.hpp>
 #include <sluice/snapshot/manifest.hpp>
 
+#include <support/recording_system.hpp>
 #include <support/temp_dir.hpp>
 
 #include "wordcount_support.hpp"
@@ -18,6 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <span>
@@ -323,4 +328,56 @@ TEST_CASE("a refusal names at most ten differences and counts the rest", "[dataf
   REQUIRE(refusal);
   CHECK(refusal->find("stage 's9' at parallelism 1; this run has 2\n(and 2 more differences)\n") != std::string::npos);
   CHECK(refusal->find("'s10'") == std::string::npos);
+}
+
+TEST_CASE("fingerprint_job reads its inputs and names relative outputs through the thread's system",
+          "[dataflow][fingerprint][system]") {
+  // One input that exists only in memory, and a working directory that is not the process's.
+  struct memory_system : sluice::test::recording_system {
+    const std::string path = "/sim/in.txt";
+    const std::string bytes = "the quick brown fox\njumps over the lazy dog\n";
+    const int fd = 1000;
+
+    int stat(const char* p, struct stat* st) noexcept override {
+      note("stat", p);
+      if (p != path) return -ENOENT;
+      *st = {};
+      st->st_mode = S_IFREG | 0644;
+      st->st_size = static_cast<off_t>(bytes.size());
+      return 0;
+    }
+    int open(const char* p, int, mode_t) noexcept override {
+      note("open", p);
+      return p == path ? fd : -ENOENT;
+    }
+    int fstat(int f, struct stat* st) noexcept override { return f == fd ? stat(path.c_str(), st) : -EBADF; }
+    ssize_t pread(int f, void* buf, std::size_t len, off_t offset) noexcept override {
+      note("pread");
+      if (f != fd) return -EBADF;
+      const std::size_t at = std::min(bytes.size(), static_cast<std::size_t>(offset));
+      const std::size_t n = std::min(len, bytes.size() - at);
+      std::memcpy(buf, bytes.data() + at, n);
+      return static_cast<ssize_t>(n);
+    }
+    int close(int f) noexcept override {
+      note("close");
+      return f == fd ? 0 : -EBADF;
+    }
+    std::string current_directory() override {
+      note("current_directory");
+      return "/sim/work";
+    }
+  } os;
+  sluice::runtime::system_scope scope(os);
+  const job_builder job = wordcount_over(os.path, "out");
+  const job_fingerprint fp = fingerprint_job(job);
+  REQUIRE(fp.inputs.size() == 1);
+  CHECK(fp.inputs[0].size_bytes == os.bytes.size());
+  CHECK(fp.inputs[0].crc32c == sluice::buffers::crc32c(std::as_bytes(std::span<const char>(os.bytes.data(), os.bytes.size()))));
+  bool named = false;
+  for (const stage_identity& s : fp.stages) {
+    for (const std::string& e : s.entries) named = named || e == "write_lines.dir=/sim/work/out";
+  }
+  CHECK(named);
+  CHECK(os.count("close") == 1);
 }

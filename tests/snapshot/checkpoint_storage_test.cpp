@@ -1,8 +1,10 @@
 #include <sluice/runtime/sync_wait.hpp>
+#include <sluice/runtime/system.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
 
 #include <support/backends.hpp>
 #include <support/checkpoint_files.hpp>
+#include <support/recording_system.hpp>
 #include <support/state_files.hpp>
 #include <support/temp_dir.hpp>
 
@@ -251,4 +253,23 @@ TEST_CASE("no valid checkpoint means recovery has nothing to choose") {
   const auto choice = sync_wait(storage.newest_valid()).value();
   CHECK_FALSE(choice.chosen.has_value());
   CHECK(choice.skipped.size() == 1);
+}
+
+TEST_CASE("a manifest records its creation time from the thread's system's wall clock") {
+  struct fixed_clock : sluice::test::recording_system {
+    std::chrono::system_clock::time_point wall_now() noexcept override {
+      note("wall_now");
+      return std::chrono::system_clock::time_point(std::chrono::milliseconds(1712000000123));
+    }
+  } os;
+  temp_dir dir;
+  checkpoint_storage storage(dir.path());
+  {
+    sluice::runtime::system_scope scope(os);
+    make_checkpoint(storage, 3);
+  }
+  CHECK(os.count("wall_now") == 1);
+  const auto listed = sync_wait(storage.list()).value();
+  REQUIRE(listed.size() == 1);
+  CHECK(listed.front().created_unix_ms == 1712000000123);
 }

@@ -12,7 +12,8 @@
 // Taking the lock also proves the directory writable: the lock file, and a probe file created and
 // removed beside it, are made before anything else is written there.
 //
-// BLOCKING syscalls (open, flock, write, unlink): for start-up, before any executor runs.
+// BLOCKING syscalls (open, flock, write, unlink), through the thread's runtime::sys(): for
+// start-up, before any executor runs.
 //
 //   auto lock = directory_lock::acquire("/data/chk", "checkpoint directory");
 //   if (!lock) return fail(lock.error().message());  // "... is in use by another sluice job (pid 1234)"

@@ -78,7 +78,7 @@ class file {
   // Closes through the ring. The descriptor is released even if the close fails or is cancelled.
   runtime::task<result<void>> close();
 
-  // File size from fstat(2) (metadata only, no waiting on I/O).
+  // File size from fstat(2) through runtime::sys() (metadata only, no waiting on I/O).
   result<std::uint64_t> size() const;
 
   bool is_open() const noexcept { return fd_ >= 0; }

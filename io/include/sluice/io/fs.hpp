@@ -14,7 +14,9 @@
 #include <sluice/runtime/task.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sluice::io {
@@ -28,11 +30,36 @@ runtime::task<result<void>> remove(std::string path);
 // rmdir(2) of an empty directory (ENOTEMPTY otherwise).
 runtime::task<result<void>> remove_directory(std::string path);
 
-// Every name in `dir` but "." and "..", unsorted. io_uring has no "read directory" op, so this is a
-// BLOCKING metadata call on the calling thread: for start-up, the CLI and rare maintenance (checkpoint
-// retention), never the per-record or per-checkpoint path. At most max_directory_entries names.
+// --- Blocking helpers ----------------------------------------------------------------------------
+// io_uring has no "read directory" op, and start-up needs a few small metadata calls before any
+// executor runs. These are BLOCKING calls on the calling thread, made through its runtime::sys()
+// (system.hpp): for start-up, the CLI and rare maintenance (checkpoint retention), never the
+// per-record or per-checkpoint path. Those returning int give 0 or -errno, and leave the message to
+// the caller, who knows what the path is for.
+
+// Every name in `dir` but "." and "..", unsorted. At most max_directory_entries names.
 // Errors: "list directory '<dir>': <strerror>".
 inline constexpr std::size_t max_directory_entries = 1u << 20;
 result<std::vector<std::string>> list_directory_blocking(const std::string& dir);
+
+// `path` and its missing parents made (mode 0777, less the umask), as `mkdir -p` does; 0 if it is
+// a directory already, -ENOTDIR if it or a parent is something else, -EINVAL for "".
+int make_directories_blocking(const std::string& path);
+
+// Whether stat(2) finds a directory at `path` (symlinks followed); false on any error.
+bool is_directory_blocking(const std::string& path);
+
+// The whole file at `path` into `text`, read to its end; -EFBIG past `max_bytes`. Opened
+// O_NONBLOCK, so a FIFO without a writer fails instead of blocking.
+int read_file_blocking(const std::string& path, std::string& text, std::size_t max_bytes);
+
+// All of `text` written to `fd` from `offset` (pwrite, retried on a short write and on EINTR);
+// -EIO if the kernel makes no progress.
+int write_all_blocking(int fd, std::string_view text, std::uint64_t offset);
+
+// `path` made absolute against the working directory (runtime::sys().current_directory()), as
+// std::filesystem::absolute does but without asking the kernel: a lexical join, nothing resolved.
+// An absolute or empty path is returned as it is.
+std::string absolute_path(const std::string& path);
 
 }  // namespace sluice::io

@@ -1,9 +1,10 @@
 #pragma once
 // TCP over io_uring: a listener that accepts and a stream that connects, sends and receives.
 //
-// - socket/bind/listen/setsockopt are plain syscalls that never wait. accept, connect, send, recv,
-//   shutdown and close are ring operations, so nothing blocks the executor. Sockets stay in blocking
-//   mode: io_uring waits for readiness itself, and a short transfer still completes at once.
+// - socket/bind/listen/setsockopt are plain syscalls that never wait, made through the thread's
+//   runtime::sys() (system.hpp). accept, connect, send, recv, shutdown and close are ring
+//   operations, so nothing blocks the executor. Sockets stay in blocking mode: io_uring waits for
+//   readiness itself, and a short transfer still completes at once.
 // - Errors name the operation and the address: "connect 127.0.0.1:5000: Connection refused",
 //   "recv from 127.0.0.1:41234: Connection reset by peer".
 // - Sends use MSG_NOSIGNAL: writing to a reset peer is an EPIPE error, never a SIGPIPE.

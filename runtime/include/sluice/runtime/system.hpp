@@ -52,8 +52,17 @@ class system {
   // Appends the names in `dir` other than "." and "..", in the order the directory gives them;
   // -EFBIG once more than `max_entries` were seen.
   virtual int list_directory(const char* dir, std::vector<std::string>& names, std::size_t max_entries) noexcept = 0;
+  // realpath(3): `path` made absolute, with every symlink, "." and ".." resolved; every component
+  // must exist.
+  virtual int realpath(const char* path, std::string& resolved) noexcept = 0;
   // The process's working directory (absolute paths are made against it).
   virtual std::string current_directory() = 0;
+
+  // The process: its id (what a directory lock records for whoever it refuses).
+  virtual int getpid() noexcept = 0;
+  // Blocks the calling thread for `duration` (a bounded wait at start-up, never on an executor's
+  // turn); 0, or -errno.
+  virtual int nanosleep(std::chrono::nanoseconds duration) noexcept = 0;
 
   // The wall clock (what a manifest's timestamp records).
   virtual std::chrono::system_clock::time_point wall_now() noexcept = 0;
