@@ -310,4 +310,23 @@ int world::list_directory(const char* dir, std::vector<std::string>& names, std:
   }
 }
 
+int world::realpath(const char* path, std::string& resolved) noexcept {
+  try {
+    std::string p;
+    if (!absolute(AT_FDCWD, path, p)) return -EINVAL;
+    disk::ino inode = 0;
+    if (const int rc = disk_.lookup(p, inode); rc != 0) return rc;
+    resolved = std::move(p);
+    return 0;
+  } catch (...) {
+    return -ENOMEM;
+  }
+}
+
+int world::nanosleep(std::chrono::nanoseconds duration) noexcept {
+  if (duration.count() > 0) now_ += duration;
+  note("sleep", duration.count(), 0);
+  return 0;
+}
+
 }  // namespace sluice::sim

@@ -121,6 +121,10 @@ class world final : public runtime::simulation, public runtime::system {
   int rename(const char* from, const char* to) noexcept override;
   int list_directory(const char* dir, std::vector<std::string>& names, std::size_t max_entries) noexcept override;
   std::string current_directory() override { return options_.working_directory; }
+  int realpath(const char* path, std::string& resolved) noexcept override;
+  int getpid() noexcept override { return 4242; }
+  // Time passes for the sleeper only: nothing else runs meanwhile (it is a blocking call).
+  int nanosleep(std::chrono::nanoseconds duration) noexcept override;
   std::chrono::system_clock::time_point wall_now() noexcept override;
 
   // Prints one trace line (when tracing) and folds `a`, `b` into the trace hash.
