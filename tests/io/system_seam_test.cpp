@@ -113,7 +113,7 @@ TEST_CASE("a bind the system refuses fails with the system's errno and closes th
   CHECK(os.calls == std::vector<std::string>{"socket", "setsockopt", "bind", "close"});
 }
 
-TEST_CASE("a stream's connect, options and close ask the thread's system; outside the scope the host serves", "[io][system]") {
+TEST_CASE("a stream's connect, options and close ask the thread's system, and the host serves again once the scope ends", "[io][system]") {
   auto listener = tcp_listener::listen(address::loopback_v4());
   REQUIRE(listener);
   recording_system os;
