@@ -69,15 +69,6 @@ std::string marker_field(const std::string& text, std::string_view key) {
 }
 
 // 0 or -errno.
-int fsync_dir(const std::string& dir) {
-  runtime::system& os = runtime::sys();
-  const int fd = os.open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-  if (fd < 0) return fd;
-  const int rc = os.fsync(fd);
-  (void)os.close(fd);
-  return rc;
-}
-
 // Writes the marker durably: a temporary file, fsynced, renamed over the marker's name, then the
 // directory fsynced. A crash leaves no marker or a whole one (and maybe the temporary file, which
 // claim() ignores and the next claim overwrites).
@@ -92,7 +83,7 @@ io::result<void> write_marker(const std::string& dir, const std::string& text) {
   if (rc == 0) rc = os.fsync(fd);
   if (const int closed = os.close(fd); closed < 0 && rc == 0) rc = closed;
   if (rc == 0) rc = os.rename(temp.c_str(), path.c_str());
-  if (rc == 0) rc = fsync_dir(dir);
+  if (rc == 0) rc = io::fsync_directory_blocking(dir);
   if (rc < 0) return failed(rc);
   return io::success();
 }

@@ -84,7 +84,25 @@ int make_directories_blocking(const std::string& path) {
     if (rc == -EEXIST && is_directory_blocking(*it)) continue;
     if (rc < 0) return rc;
   }
+  // A new directory's name is durable only once its parent is fsynced: without this a crash soon
+  // after start-up could take a checkpoint root away with every checkpoint in it. The path's own
+  // parent is synced even if nothing was made here: an earlier run may have made it and died first.
+  std::vector<std::string> parents;
+  for (const std::string& made : missing) parents.push_back(parent_of(made));
+  if (missing.empty()) parents.push_back(parent_of(without_trailing_slashes(path)));
+  for (const std::string& parent : parents) {
+    if (const int rc = fsync_directory_blocking(parent.empty() ? std::string(".") : parent); rc < 0) return rc;
+  }
   return 0;
+}
+
+int fsync_directory_blocking(const std::string& dir) {
+  runtime::system& os = runtime::sys();
+  const int fd = os.open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (fd < 0) return fd;
+  const int synced = os.fsync(fd);
+  const int closed = os.close(fd);
+  return synced < 0 ? synced : closed;
 }
 
 bool is_directory_blocking(const std::string& path) {

@@ -121,8 +121,14 @@ void world::complete(std::size_t index) {
   pending_op p = pending_[index];
   pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(index));
   --p.owner->in_world_;
+  std::string detail;
+  if (options_.trace != nullptr) {
+    if (const descriptor* d = find(p.op->fd)) detail = d->path;
+    if (p.op->path != nullptr) detail = p.op->path;
+    if (p.op->path2 != nullptr) detail += std::string(" -> ") + p.op->path2;
+  }
   const std::int32_t result = perform(*p.op);
-  note(runtime::to_string(p.op->code), p.op->fd, result);
+  note(runtime::to_string(p.op->code), p.op->fd, result, detail);
   p.owner->finish(*p.op, result);
 }
 

@@ -81,6 +81,18 @@ class tree_system : public recording_system {
     directories.insert(path);
     return 0;
   }
+  // Directories open as descriptors 900, 901, ...: their fsyncs are recorded by path.
+  int open(const char* path, int, mode_t) noexcept override {
+    if (directories.count(path) == 0) return -ENOENT;
+    opened.push_back(path);
+    return 900 + static_cast<int>(opened.size()) - 1;
+  }
+  int fsync(int fd) noexcept override {
+    note("fsync", opened.at(static_cast<std::size_t>(fd - 900)).c_str());
+    return 0;
+  }
+  int close(int fd) noexcept override { return fd >= 900 ? 0 : recording_system::close(fd); }
+  std::vector<std::string> opened;
 };
 
 }  // namespace
@@ -208,10 +220,13 @@ TEST_CASE("make_directories_blocking makes the missing directories, outermost fi
   REQUIRE(sluice::io::make_directories_blocking("/sim/a/b/") == 0);
   CHECK(os.of("mkdir") == std::vector<std::string>{"mkdir /sim/a", "mkdir /sim/a/b"});
   CHECK(os.directories.count("/sim/a/b") == 1);
+  // Durably: the parent of each directory made is fsynced.
+  CHECK(os.of("fsync") == std::vector<std::string>{"fsync /sim/a", "fsync /sim"});
 
   os.calls.clear();
   CHECK(sluice::io::make_directories_blocking("/sim/a") == 0);  // there already: nothing made
   CHECK(os.of("mkdir").empty());
+  CHECK(os.of("fsync") == std::vector<std::string>{"fsync /sim"});  // an earlier run may have made it
   CHECK(sluice::io::make_directories_blocking("/sim/file/x") == -ENOTDIR);
   CHECK(sluice::io::make_directories_blocking("/sim/file") == -ENOTDIR);
   CHECK(sluice::io::make_directories_blocking("") == -EINVAL);

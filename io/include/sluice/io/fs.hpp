@@ -42,9 +42,12 @@ runtime::task<result<void>> remove_directory(std::string path);
 inline constexpr std::size_t max_directory_entries = 1u << 20;
 result<std::vector<std::string>> list_directory_blocking(const std::string& dir);
 
-// `path` and its missing parents made (mode 0777, less the umask), as `mkdir -p` does; 0 if it is
-// a directory already, -ENOTDIR if it or a parent is something else, -EINVAL for "".
+// `path` and its missing parents made (mode 0777, less the umask), as `mkdir -p` does, and durably:
+// the parent of every directory made (and of `path`) is fsynced. 0 if it is a directory already,
+// -ENOTDIR if it or a parent is something else, -EINVAL for "".
 int make_directories_blocking(const std::string& path);
+// fsync(2) of a directory, opened and closed here: its entries become durable. 0 or -errno.
+int fsync_directory_blocking(const std::string& dir);
 
 // Whether stat(2) finds a directory at `path` (symlinks followed); false on any error.
 bool is_directory_blocking(const std::string& path);
