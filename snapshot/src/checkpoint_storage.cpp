@@ -475,6 +475,15 @@ runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std:
       choice.chosen = std::move(info);
       break;
     }
+    if (info.fault && info.fault.category() != storage_category()) {
+      // The checkpoint could not be read (EIO, EMFILE, ...), which says nothing about its content:
+      // falling back to an older one would silently throw away committed work. Fail instead; a
+      // retry reads it again. (The simulation found recovery skipping a good checkpoint on one
+      // injected EIO.)
+      co_return io::error(info.fault, fmt::format("recovery: checkpoint {} could not be read, so no older one is "
+                                                  "tried (remove '{}' to resume from an older one): {}",
+                                                  info.id, info.path, info.reason));
+    }
     runtime::log::warn("recovery: skipping checkpoint {} ({}): {}", info.id, fault_name(info.fault), info.reason);
     choice.skipped.push_back(std::move(info));
   }
