@@ -18,6 +18,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -485,6 +486,59 @@ TEST_CASE("close() resolves an ongoing checkpoint as cancelled, reports nothing,
   CHECK(seen.acks == 0);
   CHECK(seen.declines == 0);  // a cancellation at shutdown is not a decline
   CHECK_FALSE(std::filesystem::exists(state_path(dir.file("chk-9"))));
+}
+
+// --- scenario 7: an I/O error under the task ------------------------------------------------------
+
+namespace {
+
+struct io_error_seen {
+  std::vector<recording_acknowledger::declined> declines;
+  std::vector<checkpoint_id> acked;
+  std::size_t items0 = 0;  // the partition still works: what subpartition 0 carries
+};
+
+// The second write of checkpoint 5's state file (its first record) fails with EIO; the task's next
+// checkpoint has no fault.
+task<void> io_error_case(std::string chk5, std::string chk6, test_backend* backend, io_error_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  task_harness h(memory, /*has_input=*/false);
+  h.subject.operators = {{0, bytes_of("count")}};
+  int writes = 0;
+  backend->add_fault([&writes](const runtime::io_op& op) -> std::optional<std::int32_t> {
+    if (op.code != op_code::write) return std::nullopt;
+    return ++writes == 2 ? std::optional<std::int32_t>(-EIO) : std::nullopt;
+  });
+  io::result<void> five = co_await h.checkpoint.take(5, checkpoint_mode::unaligned, chk5);
+  REQUIRE(five.ok());
+  co_await runtime::sleep_for(5ms);
+  io::result<void> six = co_await h.checkpoint.take(6, checkpoint_mode::unaligned, chk6);
+  REQUIRE(six.ok());
+  co_await runtime::sleep_for(5ms);
+  seen->declines = h.acknowledger.declines;
+  for (const auto& a : h.acknowledger.acks) seen->acked.push_back(a.id);
+  seen->items0 = poll_all(h.out, 0, 6, nullptr).size();
+  co_await h.checkpoint.close();
+}
+
+}  // namespace
+
+TEST_CASE("scenario 7: an I/O error in a task's state write declines that checkpoint with the cause, and the "
+          "task's next checkpoint is acknowledged",
+          "[task_checkpoint][scenario]") {
+  temp_dir dir;
+  io_error_seen seen;
+  test_backend* backend = nullptr;
+  auto options = test::test_backend_options(backend);
+  const std::string chk5 = chk_dir(dir, 5);
+  sync_wait(io_error_case(chk5, chk_dir(dir, 6), backend, &seen), std::move(options));
+  REQUIRE(seen.declines.size() == 1);
+  CHECK(seen.declines[0].task == test_task);
+  CHECK(seen.declines[0].id == 5);
+  CHECK(seen.declines[0].reason == abort_reason::io_error);
+  CHECK(seen.declines[0].detail == "write '" + state_path(chk5) + "': Input/output error");
+  CHECK(seen.acked == std::vector<checkpoint_id>{6});
+  CHECK(seen.items0 == 2);  // barriers 5 and 6 went out: the task carried on
 }
 
 // --- scenario 9: cancelled while the checkpoint's output is pending ---------------------------------
