@@ -6,6 +6,7 @@
 #include <sluice/buffers/channel.hpp>
 #include <sluice/buffers/local_channel.hpp>
 #include <sluice/buffers/record_deserializer.hpp>
+#include <sluice/runtime/event.hpp>
 #include <sluice/runtime/when_all.hpp>
 
 #include <catch2/catch.hpp>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,10 +46,37 @@ inline task<void> produce(result_partition* out, std::uint64_t records) {
   CHECK(finished);
 }
 
-inline task<void> consume(input_gate* gate, receive_report* report) {
+// A consumer the test paces (on the consumer's executor): it takes the next item only while it has
+// received fewer than `allowed` records, and says when it stopped. So a test can act while a channel
+// is provably mid-transfer: its sender blocked on credit, the connection open.
+struct pacing {
+  std::uint64_t allowed = UINT64_MAX;
+  event more;     // `allowed` grew
+  event reached;  // the consumer has `allowed` records (or more) and waits
+};
+inline task<void> allow(pacing* p, std::uint64_t records) {
+  p->allowed = records;
+  p->reached.reset();
+  p->more.set();
+  co_return;
+}
+inline task<void> wait_reached(pacing* p) {
+  while (!p->reached.is_set()) {
+    const bool set = co_await p->reached.wait();
+    if (!set) co_return;
+  }
+}
+
+inline task<void> consume(input_gate* gate, receive_report* report, pacing* pace = nullptr) {
   std::vector<record_deserializer> des(gate->channels());
   report->per_channel.assign(gate->channels(), 0);
   for (;;) {
+    while (pace != nullptr && report->records >= pace->allowed) {
+      pace->reached.set();
+      pace->more.reset();
+      const bool woke = co_await pace->more.wait();
+      if (!woke) co_return;
+    }
     std::optional<gate_item> item = co_await gate->next();
     if (!item) break;
     if (item->is_event()) continue;
@@ -64,6 +93,7 @@ inline task<void> consume(input_gate* gate, receive_report* report) {
       ++report->records;
     }
   }
+  if (pace != nullptr) pace->reached.set();  // and it waits no more
 }
 
 // Everything of one side, made on its executor.
@@ -104,8 +134,8 @@ inline task<void> run_senders(sender_side* s, std::uint64_t records) {
   for (auto& ch : s->channels) jobs.push_back(ch->sender().run());
   co_await when_all(std::move(jobs));
 }
-inline task<void> run_receiver(receiver_side* r, receive_report* report) {
-  co_await when_all(consume(&r->gate, report), r->pump.run());
+inline task<void> run_receiver(receiver_side* r, receive_report* report, pacing* pace = nullptr) {
+  co_await when_all(consume(&r->gate, report, pace), r->pump.run());
   CHECK(r->gate.check_credit_accounting().empty());
 }
 inline task<void> destroy_sender(std::unique_ptr<sender_side> s) {

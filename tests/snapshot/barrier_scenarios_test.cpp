@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -81,12 +82,21 @@ task<void> scenario_5_body(network_memory* memory, checkpoint_mode mode) {
   co_return;
 }
 
+// Three phases, each with obsolete barriers of another kind:
+// 1. 6 subsumes 5: the obsolete 5s (at or below the last ended id) arrive on channels 1 (in-band)
+//    and 2 (priority) while 6 is pending;
+// 2. 8 starts while 7 never did here: the obsolete 7s (above the last ended id, below the pending
+//    one) and a marker 7 arrive while 8 is pending;
+// 3. the coordinator aborts 9 before any barrier 9 arrives: they come with nothing pending.
+// Each priority barrier has data delivered behind it before the task takes it: sent after the
+// barrier, it is not channel state.
 task<void> scenario_10_body(network_memory* memory) {
   local_buffer_pool pool(memory->pool(0), 18, 18);
   {
     input_gate gate(pool, three_channels);
     barrier_handler handler(gate, {.mode = checkpoint_mode::unaligned});
     harness h(gate, handler);
+    // --- phase 1 ---
     put(gate, 1, "1a"), put(gate, 1, "1b");
     barrier(gate, 0, 5, true);
     REQUIRE(h.step());  // snapshot 5
@@ -94,26 +104,79 @@ task<void> scenario_10_body(network_memory* memory) {
     CHECK(h.captured(5, 1) == strings{"1a"});
     put(gate, 0, "0a");
     barrier(gate, 0, 6, true);  // 6 overtakes 0a on channel 0; 5 is subsumed
+    put(gate, 0, "0b");         // sent after 6
     REQUIRE(h.step());
     CHECK(h.aborts.size() == 1);
     CHECK(h.aborts[0].id == 5);
     CHECK(h.aborts[0].reason == abort_reason::subsumed);
     CHECK(h.triggers.back().id == 6);
+    CHECK(h.captured(6, 0) == strings{"0a"});
     // Channel 1 still holds 1b, then its obsolete in-band barrier 5, then more in-flight data and 6.
     barrier(gate, 1, 5, false), put(gate, 1, "1c"), put(gate, 1, "1d"), barrier(gate, 1, 6, false),
         put(gate, 1, "1e");
     // Channel 2: an obsolete PRIORITY barrier 5 must not capture its queue nor stop its capture.
-    put(gate, 2, "2a"), barrier(gate, 2, 5, true);
+    put(gate, 2, "2a"), barrier(gate, 2, 5, true), put(gate, 2, "2b");
     h.drain();
     CHECK(handler.is_capturing(2));
-    put(gate, 2, "2b"), barrier(gate, 2, 6, false), put(gate, 2, "2c");
+    CHECK(handler.pending() == 6);
+    put(gate, 2, "2c"), barrier(gate, 2, 6, false), put(gate, 2, "2d");
     h.drain();
     CHECK(h.captured(6, 0) == strings{"0a"});
     CHECK(h.captured(6, 1) == strings{"1b", "1c", "1d"});
-    CHECK(h.captured(6, 2) == strings{"2a", "2b"});
+    CHECK(h.captured(6, 2) == strings{"2a", "2b", "2c"});
     CHECK(h.finished == std::vector<std::uint64_t>{6});
     CHECK(h.aborts.size() == 1);
-    CHECK(h.processed.size() == 9);
+    CHECK(h.processed.size() == 11);
+    h.complete_writes();
+
+    // --- phase 2 ---
+    put(gate, 1, "1f"), put(gate, 2, "2e");
+    barrier(gate, 0, 8, true);  // channel 0 skipped 7
+    put(gate, 0, "0c");
+    REQUIRE(h.step());
+    CHECK(h.triggers.back().id == 8);
+    CHECK(h.captured(8, 0).empty());  // 8 overtook nothing on channel 0
+    // Channel 1: data, an obsolete in-band 7, data, then 8. Channel 2: an obsolete priority 7 over
+    // 2e and a marker 7, then data and 8.
+    barrier(gate, 1, 7, false), put(gate, 1, "1g"), barrier(gate, 1, 8, false), put(gate, 1, "1h");
+    barrier(gate, 2, 7, true), marker(gate, 2, 7), put(gate, 2, "2f");
+    h.drain();
+    CHECK(handler.pending() == 8);
+    CHECK(handler.is_capturing(2));
+    CHECK_FALSE(handler.is_capturing(1));
+    put(gate, 2, "2g"), barrier(gate, 2, 8, true), put(gate, 2, "2h");  // 8 overtakes 2g
+    h.drain();
+    CHECK(h.captured(8, 0).empty());
+    CHECK(h.captured(8, 1) == strings{"1f", "1g"});
+    CHECK(h.captured(8, 2) == strings{"2e", "2f", "2g"});
+    CHECK(h.captured(7, 1).empty());
+    CHECK(h.captured(7, 2).empty());
+    CHECK(h.finished == std::vector<std::uint64_t>{6, 8});
+    CHECK(h.aborts.size() == 1);  // neither the 7s nor the marker ended anything
+    h.complete_writes();
+
+    // --- phase 3 ---
+    h.apply(handler.abort(9, abort_reason::expired, "coordinator timeout"));
+    REQUIRE(h.aborts.size() == 2);
+    CHECK(h.aborts[1].id == 9);
+    const std::size_t triggers = h.triggers.size();
+    put(gate, 1, "1i");
+    barrier(gate, 0, 9, true), put(gate, 0, "0d"), barrier(gate, 1, 9, false), barrier(gate, 2, 9, true);
+    h.drain();
+    CHECK(h.triggers.size() == triggers);  // no snapshot for the aborted 9
+    CHECK(handler.pending() == no_checkpoint);
+    for (std::uint32_t c = 0; c < 3; ++c) CHECK_FALSE(handler.is_capturing(c));
+    CHECK(h.captured(9, 0).empty());
+    CHECK(h.captured(9, 1).empty());
+    put(gate, 0, "0e"), barrier(gate, 0, 10, true), put(gate, 1, "1j"), barrier(gate, 1, 10, false);
+    put(gate, 2, "2i"), barrier(gate, 2, 10, false);
+    h.drain();
+    CHECK(h.finished == std::vector<std::uint64_t>{6, 8, 10});
+    CHECK(h.captured(10, 0) == strings{"0e"});
+    CHECK(h.captured(10, 1) == strings{"1j"});
+    CHECK(h.captured(10, 2) == strings{"2i"});
+    CHECK(h.aborts.size() == 2);
+    CHECK(h.processed.size() == 24);
     h.complete_writes();
   }
   CHECK(pool.in_use() == 0);
@@ -238,7 +301,10 @@ task<void> scenario_13_body(network_memory* memory, checkpoint_mode mode, std::u
   co_return;
 }
 
-// Bounded bookkeeping: 10,000 ids pass through, many obsolete, many subsumed.
+// Bounded bookkeeping: 10,000 ids pass through, many obsolete, many subsumed or cancelled, some
+// completing. And no flag of an ended checkpoint leaks into the next one: the per-channel state
+// the handler shows (blocked while aligning, capturing while capturing) matches the barriers of the
+// pending id the task took, and a checkpoint completes only once every channel delivered its barrier.
 task<void> scenario_14_body(network_memory* memory, checkpoint_mode mode) {
   local_buffer_pool pool(memory->pool(0), 18, 18);
   {
@@ -247,27 +313,69 @@ task<void> scenario_14_body(network_memory* memory, checkpoint_mode mode) {
     harness h(gate, handler);
     const std::size_t bookkeeping = handler.bookkeeping_bytes();
     const bool priority = mode == checkpoint_mode::unaligned || mode == checkpoint_mode::aligned_timeout;
+    std::map<std::uint64_t, unsigned> taken;  // id -> the channels whose barrier `id` the task took
+    std::size_t triggers_checked = 0, finishes_checked = 0, completed = 0;
+    const auto check_completed = [&](std::uint64_t id) {
+      INFO("checkpoint " << id << " completed with the barriers of channels " << taken[id]);
+      REQUIRE(taken[id] == 0b111u);
+      ++completed;
+    };
+    const auto take_all = [&] {
+      while (std::optional<gate_item> item = gate.try_next()) {
+        if (item->is_event() && item->event->kind == gate_event::type::barrier) {
+          taken[item->event->id] |= 1u << item->channel;
+        }
+        h.handle(*item);
+      }
+      for (; triggers_checked < h.triggers.size(); ++triggers_checked) {
+        const trigger_snapshot& t = h.triggers[triggers_checked];
+        if (t.mode != checkpoint_mode::unaligned) check_completed(t.id);
+      }
+      for (; finishes_checked < h.finished.size(); ++finishes_checked) check_completed(h.finished[finishes_checked]);
+      const checkpoint_id p = handler.pending();
+      for (std::uint32_t c = 0; c < 3; ++c) {
+        const bool delivered = p != no_checkpoint && (taken[p] >> c & 1u) != 0;
+        INFO("pending " << p << " channel " << c << " delivered its barrier: " << delivered);
+        REQUIRE(gate.blocked(c) == (handler.aligning() && delivered));
+        REQUIRE(handler.is_capturing(c) == (handler.capturing() && !delivered));
+      }
+    };
     std::mt19937 rng(14);
     for (std::uint64_t id = 1; id <= 10'000; ++id) {
       const std::uint32_t c = rng() % 3;
+      if (rng() % 2 == 0) {
+        gate.take_credit_announcements();
+        if (gate.announced_unused(c) > 0) put(gate, c, "d");
+      }
       const std::uint64_t sent = rng() % 4 == 0 && id > 3 ? id - rng() % 3 : id;  // sometimes obsolete
       if (rng() % 7 == 0) {
         marker(gate, c, sent);
       } else {
         barrier(gate, c, sent, priority && rng() % 2 == 0);
       }
-      if (rng() % 3 == 0) barrier(gate, (c + 1) % 3, id, false);
-      h.drain();
+      // The other channels' barriers of `id`: all of them now and then, so checkpoints complete.
+      const bool all = rng() % 3 == 0;
+      for (std::uint32_t other = 1; other < 3; ++other) {
+        if (all || rng() % 3 == 0) barrier(gate, (c + other) % 3, id, false);
+      }
+      if (rng() % 50 == 0) h.apply(handler.abort(id, abort_reason::coordinator, "declined elsewhere"));
+      take_all();
       h.complete_writes();
-      if (rng() % 5 == 0) co_await sleep_for(1ms);
+      if (rng() % 5 == 0) {
+        co_await sleep_for(1ms);
+        h.apply(handler.on_timer());
+        take_all();
+      }
       CHECK(handler.tracked_checkpoints() <= 1);
       CHECK(handler.bookkeeping_bytes() == bookkeeping);
       CHECK(pool.in_use() == gate.segments_held());  // no view outlives its write
     }
+    CHECK(completed > 200);
     for (std::uint32_t c = 0; c < 3; ++c) gate.deliver_end_of_partition(c);
     h.drain();
     CHECK(handler.tracked_checkpoints() == 0);
     CHECK_FALSE(h.triggers.empty());
+    h.complete_writes();
   }
   CHECK(pool.in_use() == 0);
 }

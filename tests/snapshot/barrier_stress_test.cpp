@@ -115,14 +115,16 @@ class stress {
     sluice::test::put(gate_, c, payload(c, m_.sent[c]++));
   }
 
-  void send_barrier(std::uint32_t c, std::uint64_t id, bool priority) {
+  // A priority barrier is taken next (next() yields it first), after `behind` more data buffers the
+  // sender sent after it: they are behind it, not channel state (gate_item::overtaken).
+  void send_barrier(std::uint32_t c, std::uint64_t id, bool priority, unsigned behind) {
     if (m_.ended[c]) return;
     m_.last_id[c] = id;
     m_.barrier_at[c][id] = m_.sent[c];
     sluice::test::barrier(gate_, c, id, priority);
-    // The gate cannot tell which queued data a priority event overtook (see the handler's notes):
-    // the task takes it before the sender sends anything else, as a task waiting in next() does.
-    if (priority) step();
+    if (!priority) return;
+    for (unsigned i = 0; i < behind; ++i) send_data(c);
+    step();
   }
 
   void send_marker(std::uint32_t c, std::uint64_t id) {
@@ -178,7 +180,10 @@ task<void> stress_body(network_memory* memory, checkpoint_mode mode, std::uint32
       } else if (r < 38) {
         ++latest;
       } else if (r < 50) {
-        if (m.last_id[c] < latest) s.send_barrier(c, next, chance(priority_percent));
+        if (m.last_id[c] < latest) {
+          const bool priority = chance(priority_percent);
+          s.send_barrier(c, next, priority, priority ? rng() % 3 : 0);
+        }
       } else if (r < 51) {
         if (m.last_id[c] < latest) s.send_marker(c, next);
       } else if (r < 53 && chance(30)) {
@@ -243,7 +248,7 @@ TEST_CASE("barrier handler stress: random interleavings over many seeds keep eve
   CHECK(sum.triggers > 50);
   CHECK(sum.aborts > 100);
   if (mode == checkpoint_mode::unaligned || mode == checkpoint_mode::aligned_timeout) {
-    CHECK(sum.finished > 30);
+    CHECK(sum.finished > 20);
     CHECK(sum.captured > 100);
   }
   if (mode == checkpoint_mode::aligned_timeout) CHECK(sum.switched > 20);

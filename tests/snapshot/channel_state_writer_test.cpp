@@ -262,6 +262,54 @@ TEST_CASE("scenario 3: abort after completion leaves the checkpoint completed", 
   CHECK(test::parse_state_file(state_path(dir.file("chk-4"))).records.size() == 2);
 }
 
+namespace {
+
+// As above, but one record header's write completes short after the abort: finishing that header
+// would be a write for 4 issued after the abort.
+task<void> abort_then_short_write(std::string chk, test_backend* backend, std::uint64_t* issued_after_abort,
+                                  std::uint64_t* recycled) {
+  network_memory memory(16 * segment_bytes, segment_bytes, 1);
+  local_buffer_pool pool(memory.pool(0), 1, 16);
+  channel_state_writer writer(test_task);
+  backend->set_auto(false);
+  REQUIRE(writer.start(4, chk).ok());
+  REQUIRE(writer.add_input(4, 1, 2, captured_n(pool, 3, 1)).ok());
+  REQUIRE(writer.finish_input(4).ok());
+  REQUIRE(writer.finish_output(4).ok());
+  for (int i = 0; i < 2; ++i) {  // open, file header
+    co_await test::turns(3);
+    backend->perform(*test::oldest_op(*backend));
+  }
+  co_await test::turns(3);
+  const std::vector<runtime::io_op*> in_flight = pending_writes(*backend);
+  REQUIRE(in_flight.size() == 3);
+  const auto writes_at_abort = backend->submitted(op_code::write);
+  writer.abort(4, abort_reason::expired, {});
+  backend->perform(*in_flight[0], 10);  // 10 of the header's 24 bytes
+  for (std::size_t i = 1; i < in_flight.size(); ++i) backend->perform(*in_flight[i]);
+  co_await test::run_io(backend);
+  *issued_after_abort = backend->submitted(op_code::write) - writes_at_abort;
+  co_await writer.close();
+  *recycled = pool.recycled();
+}
+
+}  // namespace
+
+// Known bug (fixed on another branch): file::write_all goes on after a short write, and the writer
+// checks for an abort only between a record's header and its payload, so the rest of a short header
+// is written after the abort.
+TEST_CASE("scenario 3: after the abort, a short write in flight is not completed by another write",
+          "[channel_state_writer][!mayfail]") {
+  temp_dir dir;
+  test_backend* backend = nullptr;
+  auto options = test::hand_driven(backend);
+  std::uint64_t issued = 99;
+  std::uint64_t recycled = 0;
+  sync_wait(abort_then_short_write(chk_dir(dir, 4), backend, &issued, &recycled), std::move(options));
+  CHECK(recycled == 3);
+  CHECK(issued == 0);
+}
+
 // --- scenarios 4 and 5 ------------------------------------------------------------------------
 
 namespace {
@@ -280,9 +328,18 @@ task<void> start_while_open(std::string chk4, std::string chk5, test_backend* ba
     backend->perform(*test::oldest_op(*backend));
   }
   co_await test::turns(3);
-  // The six records' headers are in flight (one batch); the first one completes, and its payload
-  // goes in flight.
+  // The six records' headers are in flight (one batch). The first record is written whole: its
+  // buffer goes back at once, while the rest of its batch is in flight. The second one's header
+  // completes, and its payload goes in flight.
   REQUIRE(pending_writes(*backend).size() == 6);
+  backend->perform(*test::pending_op(*backend, op_code::write));
+  co_await test::turns(3);
+  runtime::io_op* first_payload = nullptr;
+  for (runtime::io_op* op : pending_writes(*backend)) first_payload = op->len == 100 ? op : first_payload;
+  REQUIRE(first_payload != nullptr);
+  backend->perform(*first_payload);
+  co_await test::turns(3);
+  CHECK(pool.recycled() == 1);
   backend->perform(*test::pending_op(*backend, op_code::write));
   co_await test::turns(3);
   runtime::io_op* payload_write = nullptr;
@@ -294,12 +351,12 @@ task<void> start_while_open(std::string chk4, std::string chk5, test_backend* ba
       headers.push_back(op);
     }
   }
-  REQUIRE(payload_write != nullptr);  // the first buffer's payload is in flight
-  REQUIRE(headers.size() == 5);
+  REQUIRE(payload_write != nullptr);  // the second buffer's payload is in flight
+  REQUIRE(headers.size() == 4);
 
   REQUIRE(writer.start(5, chk5).ok());  // 4 is subsumed
   CHECK(writer.ongoing() == 5);
-  CHECK(pool.recycled() == 0);  // the whole batch of 4 is in flight ...
+  CHECK(pool.recycled() == 1);  // the rest of the batch of 4 is in flight ...
   for (runtime::io_op* op : headers) backend->perform(*op);  // (their payloads are never written)
   co_await test::turns(3);
   CHECK(pool.recycled() == 5);  // ... each buffer once its write is done

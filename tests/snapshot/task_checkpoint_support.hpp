@@ -165,21 +165,23 @@ struct task_harness {
   recording_acknowledger acknowledger;
   snapshot::task_checkpoint checkpoint;
 
-  task_harness(buffers::network_memory& memory, bool has_input)
+  task_harness(buffers::network_memory& memory, bool has_input,
+               std::chrono::milliseconds alignment_timeout = std::chrono::milliseconds(0))
       : data_pool(memory.pool(0), 2, 32),
         event_pool(memory.pool(0), 1, 4),
         out(data_pool, {.subpartitions = 2, .flush_timeout = std::chrono::milliseconds(100)}),
-        checkpoint(options(has_input), subject) {
+        checkpoint(options(has_input, alignment_timeout), subject) {
     out.set_priority_event_pool(event_pool);
     subject.partition = &out;
   }
-  snapshot::task_checkpoint_options options(bool has_input) {
+  snapshot::task_checkpoint_options options(bool has_input, std::chrono::milliseconds alignment_timeout) {
     snapshot::task_checkpoint_options o;
     o.task = test_task;
     o.name = "count#6";
     o.acknowledger = &acknowledger;
     o.partition = &out;
     o.has_input = has_input;
+    o.alignment_timeout = alignment_timeout;
     // Reported as the alignment of checkpoint N: N ms.
     o.alignment_of = [](snapshot::checkpoint_id id) { return std::chrono::nanoseconds(std::chrono::milliseconds(id)); };
     return o;

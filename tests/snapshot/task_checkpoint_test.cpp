@@ -18,6 +18,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -485,4 +486,133 @@ TEST_CASE("close() resolves an ongoing checkpoint as cancelled, reports nothing,
   CHECK(seen.acks == 0);
   CHECK(seen.declines == 0);  // a cancellation at shutdown is not a decline
   CHECK_FALSE(std::filesystem::exists(state_path(dir.file("chk-9"))));
+}
+
+// --- scenario 7: an I/O error under the task ------------------------------------------------------
+
+namespace {
+
+struct io_error_seen {
+  std::vector<recording_acknowledger::declined> declines;
+  std::vector<checkpoint_id> acked;
+  std::size_t items0 = 0;  // the partition still works: what subpartition 0 carries
+};
+
+// The second write of checkpoint 5's state file (its first record) fails with EIO; the task's next
+// checkpoint has no fault.
+task<void> io_error_case(std::string chk5, std::string chk6, test_backend* backend, io_error_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  task_harness h(memory, /*has_input=*/false);
+  h.subject.operators = {{0, bytes_of("count")}};
+  int writes = 0;
+  backend->add_fault([&writes](const runtime::io_op& op) -> std::optional<std::int32_t> {
+    if (op.code != op_code::write) return std::nullopt;
+    return ++writes == 2 ? std::optional<std::int32_t>(-EIO) : std::nullopt;
+  });
+  io::result<void> five = co_await h.checkpoint.take(5, checkpoint_mode::unaligned, chk5);
+  REQUIRE(five.ok());
+  co_await runtime::sleep_for(5ms);
+  io::result<void> six = co_await h.checkpoint.take(6, checkpoint_mode::unaligned, chk6);
+  REQUIRE(six.ok());
+  co_await runtime::sleep_for(5ms);
+  seen->declines = h.acknowledger.declines;
+  for (const auto& a : h.acknowledger.acks) seen->acked.push_back(a.id);
+  seen->items0 = poll_all(h.out, 0, 6, nullptr).size();
+  co_await h.checkpoint.close();
+}
+
+}  // namespace
+
+TEST_CASE("scenario 7: an I/O error in a task's state write declines that checkpoint with the cause, and the "
+          "task's next checkpoint is acknowledged",
+          "[task_checkpoint][scenario]") {
+  temp_dir dir;
+  io_error_seen seen;
+  test_backend* backend = nullptr;
+  auto options = test::test_backend_options(backend);
+  const std::string chk5 = chk_dir(dir, 5);
+  sync_wait(io_error_case(chk5, chk_dir(dir, 6), backend, &seen), std::move(options));
+  REQUIRE(seen.declines.size() == 1);
+  CHECK(seen.declines[0].task == test_task);
+  CHECK(seen.declines[0].id == 5);
+  CHECK(seen.declines[0].reason == abort_reason::io_error);
+  CHECK(seen.declines[0].detail == "write '" + state_path(chk5) + "': Input/output error");
+  CHECK(seen.acked == std::vector<checkpoint_id>{6});
+  CHECK(seen.items0 == 2);  // barriers 5 and 6 went out: the task carried on
+}
+
+// --- scenario 9: cancelled while the checkpoint's output is pending ---------------------------------
+
+namespace {
+
+struct output_pending_seen {
+  bool write_in_flight = false;  // the operator state's record write, when the task is cancelled
+  bool output_pending = false;   // undecided: the barrier is still queued, finish_output not called
+  std::chrono::nanoseconds close_took{-1};
+  std::optional<checkpoint_outcome> outcome;
+  std::size_t pending_ops = 99;
+  std::size_t acks = 99;
+  std::size_t declines = 99;
+  std::string items0;
+};
+
+// A source snapshots aligned with a timeout while its output is backpressured: the barrier waits in
+// the partition behind data, and the checkpoint's output half stays open until the barrier leaves or
+// the timeout switches it (switch_after_timeout). The task is cancelled then, with the operator
+// state's write in flight too.
+task<void> cancel_with_output_pending(std::string chk, test_backend* backend, output_pending_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  task_harness h(memory, /*has_input=*/false, /*alignment_timeout=*/10s);
+  h.subject.operators = {{0, bytes_of("count")}};
+  h.subject.backlog = std::vector<std::byte>{};  // an output tail: the barrier may switch later
+  std::vector<std::vector<std::byte>> queued{bytes_of("a"), bytes_of("b")};
+  co_await emit_all(&h.out, std::move(queued), 0);  // nobody polls the partition
+  backend->set_auto(false);
+  io::result<void> taken = co_await h.checkpoint.take(3, checkpoint_mode::aligned_timeout, chk);
+  REQUIRE(taken.ok());
+  for (int i = 0; i < 2; ++i) {  // open, file header
+    co_await test::turns(3);
+    runtime::io_op* op = test::oldest_op(*backend);
+    REQUIRE(op != nullptr);
+    backend->perform(*op);
+  }
+  co_await test::turns(3);
+  seen->write_in_flight = test::pending_op(*backend, op_code::write) != nullptr;
+  seen->output_pending = !h.checkpoint.writer().try_result(3).has_value();
+  runtime::scope waiters;
+  waiters.spawn(wait_outcome(&h.checkpoint.writer(), 3, &seen->outcome));
+  co_await test::turns(2);
+
+  std::stop_source cancel;  // the task is cancelled
+  cancel.request_stop();
+  runtime::executor& ex = *runtime::executor::current();
+  const auto before = ex.now();
+  co_await runtime::with_stop_token(h.checkpoint.close(), cancel.get_token());
+  seen->close_took = ex.now() - before;
+  co_await waiters.join();
+  seen->pending_ops = test::pending_count(*backend);
+  seen->acks = h.acknowledger.acks.size();
+  seen->declines = h.acknowledger.declines.size();
+  seen->items0 = poll_all(h.out, 0, 3, nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("scenario 9: a task cancelled while its checkpoint's output is pending and a state write is in flight "
+          "closes at once, reporting nothing",
+          "[task_checkpoint][scenario]") {
+  temp_dir dir;
+  output_pending_seen seen;
+  test_backend* backend = nullptr;
+  auto options = test::hand_driven(backend);
+  sync_wait(cancel_with_output_pending(chk_dir(dir, 3), backend, &seen), std::move(options));
+  CHECK(seen.write_in_flight);
+  CHECK(seen.output_pending);
+  CHECK(seen.close_took == std::chrono::nanoseconds(0));  // no alignment timeout waited out
+  REQUIRE(seen.outcome.has_value());
+  CHECK(seen.outcome->reason == abort_reason::cancelled);
+  CHECK(seen.pending_ops == 0);
+  CHECK(seen.acks == 0);
+  CHECK(seen.declines == 0);      // a cancellation is not a decline
+  CHECK(seen.items0 == "db");     // the barrier stayed in-band: no switch after the cancel
 }
