@@ -3,11 +3,17 @@
 #   1. Release build (Ninja) and the Catch2 tests through ctest;
 #   2. install into a temporary prefix, then build and run a consumer project
 #      (tests/install) against the installed CMake package;
-#   3. an ASan+UBSan build (-O1 -g, tests only) and the tests again.
+#   3. an ASan+UBSan build (-O1 -g, tests only) and the tests again;
+#   4. the deterministic simulation: 2,000+ seeds of the sample jobs under faults and crashes
+#      (scripts/simulate.sh), then the planted bugs it must find (scripts/simulate-plants.sh). The
+#      Release build of step 1 carries the planted bugs for this (-DSLUICE_PLANTS=ON), switched off
+#      unless `sluice simulate --plant` asks; the demo's build and an install of your own do not.
 #
 # Environment:
 #   SLUICE_BUILD_DIR=<dir>  base of the build trees (default: <repo>/build)
 #   SLUICE_SKIP_ASAN=1      skip step 3
+#   SLUICE_SKIP_SIM=1       skip step 4
+#   SLUICE_SIM_SEEDS=<n>    seeds per job and fault class in step 4 (default 130)
 #   SLUICE_JOBS=<n>         parallelism (default: nproc)
 #   SLUICE_TEST_TIMEOUT=<s> per-test-case timeout (default: 300)
 #   SLUICE_SKIP_DEPS=1      don't check/install Debian packages
@@ -46,7 +52,7 @@ sluice_deps
 release="$build_base/release"
 step="release configure"
 say "configuring Release build in $release"
-cmake -S "$repo" -B "$release" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$repo" -B "$release" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSLUICE_PLANTS=ON \
   -DSLUICE_TEST_TIMEOUT="$test_timeout"
 
 step="release build"
@@ -105,7 +111,24 @@ if [[ "${SLUICE_SKIP_ASAN:-0}" != 1 ]]; then
   asan_result="$(count_tests "$asan") tests passed"
 fi
 
+# ---- 4. the deterministic simulation ---------------------------------------
+sim_result="skipped (SLUICE_SKIP_SIM=1)"
+if [[ "${SLUICE_SKIP_SIM:-0}" != 1 ]]; then
+  step="simulation seeds"
+  say "simulating the sample jobs under faults and crashes (scripts/simulate.sh)"
+  sim_log=$(mktemp "${TMPDIR:-/tmp}/sluice-sim-log.XXXXXX")
+  SLUICE_JOBS="$jobs" "$repo/scripts/simulate.sh" "$release/apps/sluice/sluice" | tee "$sim_log"
+  sim_result=$(tail -n 1 "$sim_log" | sed 's/^simulate.sh: //')
+  rm -f "$sim_log"
+  if [[ -x "$repo/scripts/simulate-plants.sh" ]]; then
+    step="simulation planted bugs"
+    say "checking that the simulation finds every planted bug (scripts/simulate-plants.sh)"
+    "$repo/scripts/simulate-plants.sh" "$release/apps/sluice/sluice"
+    sim_result="$sim_result; every planted bug found"
+  fi
+fi
+
 step="summary"
 echo
 echo "run-tests: PASSED in $((SECONDS - start))s — release: $release_tests tests passed;" \
-     "install consumer: $install_result; asan+ubsan: $asan_result"
+     "install consumer: $install_result; asan+ubsan: $asan_result; simulation: $sim_result"
