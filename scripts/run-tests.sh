@@ -3,11 +3,15 @@
 #   1. Release build (Ninja) and the Catch2 tests through ctest;
 #   2. install into a temporary prefix, then build and run a consumer project
 #      (tests/install) against the installed CMake package;
-#   3. an ASan+UBSan build (-O1 -g, tests only) and the tests again.
+#   3. an ASan+UBSan build (-O1 -g, tests only) and the tests again;
+#   4. the fuzz targets (clang 14, libFuzzer): each replays its committed corpus, then fuzzes for
+#      SLUICE_FUZZ_SECONDS (scripts/fuzz.sh; its own build tree, <build>/fuzz).
 #
 # Environment:
 #   SLUICE_BUILD_DIR=<dir>  base of the build trees (default: <repo>/build)
 #   SLUICE_SKIP_ASAN=1      skip step 3
+#   SLUICE_SKIP_FUZZ=1      skip step 4
+#   SLUICE_FUZZ_SECONDS=<s> fuzzing time per target in step 4 (default: 45)
 #   SLUICE_JOBS=<n>         parallelism (default: nproc)
 #   SLUICE_TEST_TIMEOUT=<s> per-test-case timeout (default: 300)
 #   SLUICE_SKIP_DEPS=1      don't check/install Debian packages
@@ -103,6 +107,20 @@ if [[ "${SLUICE_SKIP_ASAN:-0}" != 1 ]]; then
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$asan" --output-on-failure --no-tests=error -j "$jobs"
   asan_result="$(count_tests "$asan") tests passed"
+fi
+
+# ---- 4. fuzzing ------------------------------------------------------------
+# Self-contained: its own build tree and its own result line (scripts/fuzz.sh).
+if [[ "${SLUICE_SKIP_FUZZ:-0}" != 1 ]]; then
+  step="fuzz"
+  fuzz_seconds=${SLUICE_FUZZ_SECONDS:-45}
+  fuzz_start=$SECONDS
+  say "fuzzing: each target's committed corpus, then ${fuzz_seconds}s of fuzzing per target"
+  SLUICE_SKIP_DEPS=1 SLUICE_BUILD_DIR="$build_base" SLUICE_JOBS="$jobs" \
+    "$repo/scripts/fuzz.sh" --seconds "$fuzz_seconds"
+  echo "run-tests: fuzz passed in $((SECONDS - fuzz_start))s (4 targets, ${fuzz_seconds}s each, no crash)"
+else
+  echo "run-tests: fuzz skipped (SLUICE_SKIP_FUZZ=1)"
 fi
 
 step="summary"
