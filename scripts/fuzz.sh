@@ -12,7 +12,7 @@
 # grows across runs. A crash, a failed property, a leak, an input slower than 10 s, an allocation
 # of 16 MiB or more, or 1 GiB of RSS fails the script; the input is saved under
 # <fuzz tree>/artifacts/<target>/ and the command that replays it is printed. At the end, one line
-# per target: executions, seconds, executions per second, coverage, work corpus size.
+# per target: executions, seconds, executions per second, coverage, corpus size.
 #
 # Environment:
 #   SLUICE_BUILD_DIR=<dir>   base of the build trees (default <repo>/build); this one is <dir>/fuzz
@@ -67,8 +67,9 @@ echo "==> fuzz: configuring $tree ($cxx, -O1, ASan+UBSan, libFuzzer)"
 CXX="$cxx" cmake -S "$repo" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DSLUICE_FUZZ=ON \
   -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_APPS=OFF >/dev/null
-echo "==> fuzz: building (-j$jobs)"
-cmake --build "$tree" -j "$jobs"
+if ((seeds)); then build_targets=(fuzz_make_seeds); else build_targets=("${targets[@]/#/fuzz_}"); fi
+echo "==> fuzz: building ${build_targets[*]} and the libraries they need (-j$jobs)"
+cmake --build "$tree" -j "$jobs" --target "${build_targets[@]}"
 
 if ((seeds)); then
   "$tree/fuzz/fuzz_make_seeds" "$repo/fuzz/corpus"
@@ -111,8 +112,9 @@ for t in "${targets[@]}"; do
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
   coverage=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -n 1)
+  corpus_size=$(grep -o 'corp: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
   summary+=("$(printf '%-16s %9s executions %7s s %6s exec/s  %-18s corpus %s  crashes 0' \
-                "fuzz_$t" "$executions" "$elapsed" "$rate" "$coverage" "$(find "$work" -type f | wc -l)")")
+                "fuzz_$t" "$executions" "$elapsed" "$rate" "$coverage" "$corpus_size")")
   echo "    ${summary[-1]}"
 done
 
