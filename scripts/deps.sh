@@ -13,6 +13,9 @@ SLUICE_PACKAGES=(
   build-essential g++ cmake ninja-build pkg-config ccache
   liburing-dev libboost-context-dev libboost-dev libfmt-dev catch2
   libcli11-dev
+  # the fuzz targets (scripts/fuzz.sh): clang 14, its libFuzzer and sanitizer runtimes, and
+  # llvm-symbolizer for readable crash reports
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 sluice_deps_packages() {

@@ -8,12 +8,16 @@
 #      (scripts/simulate.sh), then the planted bugs it must find (scripts/simulate-plants.sh). The
 #      Release build of step 1 carries the planted bugs for this (-DSLUICE_PLANTS=ON), switched off
 #      unless `sluice simulate --plant` asks; the demo's build and an install of your own do not.
+#   5. the fuzz targets (clang 14, libFuzzer): each replays its committed corpus, then fuzzes for
+#      SLUICE_FUZZ_SECONDS (scripts/fuzz.sh; its own build tree, <build>/fuzz).
 #
 # Environment:
 #   SLUICE_BUILD_DIR=<dir>  base of the build trees (default: <repo>/build)
 #   SLUICE_SKIP_ASAN=1      skip step 3
 #   SLUICE_SKIP_SIM=1       skip step 4
 #   SLUICE_SIM_SEEDS=<n>    seeds per job and fault class in step 4 (default 130)
+#   SLUICE_SKIP_FUZZ=1      skip step 5
+#   SLUICE_FUZZ_SECONDS=<s> fuzzing time per target in step 5 (default: 30)
 #   SLUICE_JOBS=<n>         parallelism (default: nproc)
 #   SLUICE_TEST_TIMEOUT=<s> per-test-case timeout (default: 300)
 #   SLUICE_SKIP_DEPS=1      don't check/install Debian packages
@@ -126,6 +130,20 @@ if [[ "${SLUICE_SKIP_SIM:-0}" != 1 ]]; then
     "$repo/scripts/simulate-plants.sh" "$release/apps/sluice/sluice"
     sim_result="$sim_result; every planted bug found"
   fi
+fi
+
+# ---- 5. fuzzing ------------------------------------------------------------
+# Self-contained: its own build tree and its own result line (scripts/fuzz.sh).
+if [[ "${SLUICE_SKIP_FUZZ:-0}" != 1 ]]; then
+  step="fuzz"
+  fuzz_seconds=${SLUICE_FUZZ_SECONDS:-30}
+  fuzz_start=$SECONDS
+  say "fuzzing: each target's committed corpus, then ${fuzz_seconds}s of fuzzing per target"
+  SLUICE_SKIP_DEPS=1 SLUICE_BUILD_DIR="$build_base" SLUICE_JOBS="$jobs" \
+    "$repo/scripts/fuzz.sh" --seconds "$fuzz_seconds"
+  echo "run-tests: fuzz passed in $((SECONDS - fuzz_start))s (4 targets, ${fuzz_seconds}s each, no crash)"
+else
+  echo "run-tests: fuzz skipped (SLUICE_SKIP_FUZZ=1)"
 fi
 
 step="summary"

@@ -224,7 +224,13 @@ io::result<checkpoint_manifest> decode_manifest(std::string_view text, std::stri
     auto value = parse_hex_bytes((*kv)[2]);
     if (!is_valid_metadata_key(key)) return lines.fail(fmt::format("invalid metadata key '{}'", key));
     if (!value) return lines.fail(fmt::format("metadata '{}' is not lowercase hex", key));
-    if (!m.metadata.emplace(key, std::move(*value)).second) return lines.fail(fmt::format("metadata '{}' given twice", key));
+    // In ascending order, as the encoder writes them: one text per manifest.
+    if (!m.metadata.empty() && key <= m.metadata.rbegin()->first) {
+      if (key == m.metadata.rbegin()->first) return lines.fail(fmt::format("metadata '{}' given twice", key));
+      return lines.fail(fmt::format("metadata '{}' after '{}' (keys come in ascending order)", key,
+                                    m.metadata.rbegin()->first));
+    }
+    m.metadata.emplace_hint(m.metadata.end(), key, std::move(*value));
   }
   if (!lines.at_end()) return lines.fail_next("unexpected line before the end line");
   return m;

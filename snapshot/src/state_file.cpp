@@ -74,6 +74,10 @@ io::result<state_file_header> decode_file_header(std::span<const std::byte> byte
     return format_error(what, fmt::format("unsupported state file version {} (this build reads {})", version,
                                           state_file_version));
   }
+  // Reserved bytes are 0 in every file this version writes; anything else is not this format.
+  if (load_le(bytes.data() + 6, 2) != 0 || load_le(bytes.data() + 20, 8) != 0) {
+    return format_error(what, "reserved file header bytes (6..7, 20..27) are not 0");
+  }
   return state_file_header{load_le(bytes.data() + 8, 8), static_cast<task_id>(load_le(bytes.data() + 16, 4))};
 }
 
@@ -87,6 +91,9 @@ io::result<state_record_header> decode_record_header(std::span<const std::byte> 
   }
   const auto type = std::to_integer<std::uint8_t>(bytes[0]);
   if (type < 1 || type > 4) return format_error(what, fmt::format("unknown record type {}", type));
+  if (const auto reserved = std::to_integer<std::uint8_t>(bytes[1]); reserved != 0) {
+    return format_error(what, fmt::format("reserved record header byte 1 is {} (not 0)", reserved));
+  }
   state_record_header h;
   h.type = static_cast<record_type>(type);
   h.group = static_cast<std::uint16_t>(load_le(bytes.data() + 2, 2));

@@ -88,3 +88,14 @@ TEST_CASE("a manifest with a correct checksum but a malformed line names the lin
         "chk-7/_manifest: line 7: unexpected line before the end line");
   CHECK(decode_manifest(sealed(head + "tasks 0\nmetadata 0\n"), "m").ok());
 }
+
+TEST_CASE("a manifest's metadata must come in ascending key order, so each manifest has one text") {
+  const std::string head = "sluice-manifest 1\ncheckpoint 7\nmode aligned\ncreated_unix_ms 5\ntasks 0\n";
+  CHECK(error_of(sealed(head + "metadata 2\nmeta k \nmeta f 00\n")) ==
+        "chk-7/_manifest: line 8: metadata 'f' after 'k' (keys come in ascending order)");
+  CHECK(error_of(sealed(head + "metadata 2\nmeta k \nmeta k 00\n")) == "chk-7/_manifest: line 8: metadata 'k' given twice");
+  const std::string in_order = sealed(head + "metadata 2\nmeta f 00\nmeta k \n");
+  auto decoded = decode_manifest(in_order, "m");
+  REQUIRE(decoded.ok());
+  CHECK(encode_manifest(decoded.value()) == in_order);
+}

@@ -13,8 +13,8 @@
 //   meta job.name 77696e646f77                       key, then the value's bytes in hex
 //   end 5e6f7a81                                     CRC32C (hex) of every byte before this line
 //
-// Every line ends with '\n'; lines come in exactly this order; nothing follows the end line. Numbers
-// are decimal, CRCs 8 lowercase hex digits. File names are plain names (no '/', not starting with
+// Every line ends with '\n'; lines come in exactly this order, metadata by ascending key; nothing
+// follows the end line. Numbers are decimal, CRCs 8 lowercase hex digits. File names are plain names (no '/', not starting with
 // '.' or '_'), so a damaged manifest cannot point outside its directory. Job metadata is an opaque,
 // extensible key/value block for whatever a resumed job needs beyond operator state (source offsets
 // live in operator state).

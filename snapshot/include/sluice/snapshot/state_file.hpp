@@ -3,7 +3,7 @@
 // channel-state writer appends records to it with io_uring writes while the task runs on; storage
 // lists it in the manifest (size and CRC32C of the whole file) and the reader validates it.
 //
-// All integers little-endian.
+// All integers little-endian. Reserved bytes are 0; a reader rejects a header where they are not.
 //
 // File header, 32 bytes:
 //    0  4  magic "SLST"
