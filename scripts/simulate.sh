@@ -38,7 +38,7 @@ run_cell() {
 export -f run_cell
 
 start=$SECONDS
-printf '%s\n' "${cells[@]}" | xargs -P "$jobs" -L 1 bash -c 'run_cell "$0" "$1" $2' "$sluice" "$out"
+printf '%s\n' "${cells[@]}" | xargs -P "$jobs" -L 1 bash -c 'run_cell "$0" "$1" "$2" "$3" "$4" "$5"' "$sluice" "$out"
 
 failed=0
 total=0
@@ -47,7 +47,7 @@ for cell in "${cells[@]}"; do
   total=$((total + b - a + 1))
   summary=$(grep '^simulate ' "$out/$job-$faults.log" || echo "simulate $job (faults $faults): no summary")
   echo "  $summary"
-  if [[ "$(cat "$out/$job-$faults.rc")" != ok ]]; then
+  if [[ "$(cat "$out/$job-$faults.rc" 2>/dev/null)" != ok ]]; then
     failed=1
     grep -v '^simulate ' "$out/$job-$faults.log" | head -40 | sed 's/^/    /'
   fi

@@ -83,6 +83,10 @@ class runner final : public detail::task_listener {
       // nothing: the job is done; what failed while it wound down is worth a line only.
       runtime::log::warn("job {}: after the final checkpoint: {}", job_.name(), *failure);
       failure.reset();
+      // The others may wait for what the failed one would still have sent (its end of data), which
+      // never comes: stop them, or the job never ends (the simulation found a reset connection
+      // hanging a finished join: sluice simulate --job join --seeds 19-19 --faults net).
+      tasks_scope_.request_stop();
     }
     if (failure && !failure_) {
       failure_ = std::move(failure);

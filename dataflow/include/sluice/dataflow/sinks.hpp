@@ -29,7 +29,7 @@ class file_sink_tail final : public output_tail, public collector<T>, public bac
   void end_of_data() override {}
 
   bool backlogged() const noexcept override { return !lines_.empty(); }
-  bool ready() const noexcept override { return options_.per_record_delay.count() == 0 || clock::now() >= next_due_; }
+  bool ready() const noexcept override { return options_.per_record_delay.count() == 0 || now() >= next_due_; }
   runtime::task<void> wait_ready() override { (void)co_await runtime::sleep_until(next_due_); }
   runtime::task<io::result<void>> drain() override {
     while (!lines_.empty()) {
@@ -72,9 +72,12 @@ class file_sink_tail final : public output_tail, public collector<T>, public bac
     if (!written) co_return written;
     lines_.pop_front();
     ++records_;
-    if (options_.per_record_delay.count() > 0) next_due_ = std::max(next_due_, clock::now()) + options_.per_record_delay;
+    if (options_.per_record_delay.count() > 0) next_due_ = std::max(next_due_, now()) + options_.per_record_delay;
     co_return written;
   }
+
+  // The executor's clock: a simulated one under the simulation.
+  static clock::time_point now() noexcept { return runtime::executor::current()->now(); }
 
   exactly_once_file_sink sink_;
   std::function<std::string(const T&)> format_;
