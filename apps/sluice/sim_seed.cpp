@@ -143,6 +143,12 @@ void close_epoch(epoch_report& r, const sim::world& w) {
     write_all(report_fd, report.encode());
     ::_exit(0);  // as after kill -9: no destructor, no flush, no frame resumed
   };
+  wo.on_hang = [&report, report_fd](sim::world& w, const std::string& why) {
+    fail(report, fmt::format("hang (attempt {}): {}", report.attempts, why));
+    close_epoch(report, w);
+    write_all(report_fd, report.encode());
+    ::_exit(0);
+  };
   sim::world w(std::move(wo), image);
   bool resume_checked = plan.must_resume_from == 0;
   for (report.attempts = 1;; ++report.attempts) {

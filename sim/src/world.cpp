@@ -81,9 +81,9 @@ void world::run(std::span<runtime::executor* const> executors, bool (*done)(void
       throw hang("the simulated process crashed, and nobody took the crash image");
     }
     if (now_ - start_ > options_.faults_for + options_.liveness_limit) {
-      throw hang(fmt::format("the job did not finish within {} s of simulated time after the faults stopped\n{}",
-                             std::chrono::duration_cast<std::chrono::seconds>(options_.liveness_limit).count(),
-                             describe_waits(executors)));
+      report_hang(fmt::format("the job did not finish within {} s of simulated time after the faults stopped\n{}",
+                              std::chrono::duration_cast<std::chrono::seconds>(options_.liveness_limit).count(),
+                              describe_waits(executors)));
     }
     runnable.clear();
     for (runtime::executor* ex : executors) {
@@ -97,8 +97,8 @@ void world::run(std::span<runtime::executor* const> executors, bool (*done)(void
       clock::time_point next = clock::time_point::max();
       for (const pending_op& p : pending_) next = std::min(next, wake_time(p));
       if (next == clock::time_point::max()) {
-        throw hang("nothing can make progress: no coroutine is ready, no operation can complete, no timer is set\n" +
-                   describe_waits(executors));
+        report_hang("nothing can make progress: no coroutine is ready, no operation can complete, no timer is set\n" +
+                    describe_waits(executors));
       }
       now_ = next;
       continue;
@@ -114,6 +114,12 @@ void world::run(std::span<runtime::executor* const> executors, bool (*done)(void
     now_ += std::chrono::nanoseconds(random_.between(100, 2000));
     ++steps_;
   }
+}
+
+void world::report_hang(const std::string& why) {
+  note("hang", 0, 0);
+  if (options_.on_hang) options_.on_hang(*this, why);
+  throw hang(why);
 }
 
 std::string world::describe_waits(std::span<runtime::executor* const> executors) const {

@@ -59,6 +59,8 @@ struct world_options {
   std::chrono::nanoseconds liveness_limit = std::chrono::seconds(600);
   std::uint64_t crash_at_step = 0;  // 0: never
   std::function<void(class world&)> on_crash;
+  // Called instead of throwing `hang` when set (a hang found inside a destructor cannot throw).
+  std::function<void(class world&, const std::string& why)> on_hang;
   // How many ready coroutines an executor resumes per turn, at most (the engine's batch limit).
   unsigned batch_limit = 4;
   std::string working_directory = "/sim";
@@ -149,6 +151,8 @@ class world final : public runtime::simulation, public runtime::system {
     clock::time_point ready_at{};
     std::uint64_t seq = 0;
   };
+
+  [[noreturn]] void report_hang(const std::string& why);
 
   // world_ops.cpp: the asynchronous operations.
   void submit(backend& b, runtime::io_op& op);
