@@ -13,9 +13,10 @@
 // - A waiter that is stopped first resumes with nullopt and takes nothing. `close()` (and the
 //   destructor) wakes every waiter with nullopt; later requests get nullopt; buffers still out are
 //   recycled normally and their segments go back to the segment_pool.
-// - Debug bookkeeping: every segment has a state (not held / free / in use). A double recycle, a
-//   recycle into the wrong pool, or destruction with buffers outstanding is a violation: it is
-//   counted (violations()) and asserts, unless a test turned the assertion off.
+// - Bookkeeping, in every build: every segment has a state (not held / free / in use). A double
+//   recycle, a recycle into the wrong pool, or destruction with buffers outstanding is a violation:
+//   it is counted (violations()) and aborts the process (SLUICE_ASSERT, on in Release too), unless
+//   a test turned that off.
 //
 //   local_buffer_pool pool(memory.pool(i), 2, 8);
 //   std::optional<buffer> b = co_await pool.request();
@@ -23,6 +24,7 @@
 
 #include <sluice/buffers/buffer.hpp>
 #include <sluice/buffers/segment.hpp>
+#include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/detail/wait_list.hpp>
 #include <sluice/runtime/event.hpp>
 #include <sluice/runtime/executor.hpp>
@@ -54,7 +56,7 @@ class local_buffer_pool {
     }
     template <class P>
     void await_suspend(std::coroutine_handle<P> h) {
-      assert(pool_->on_owner() && "co_await request() off the pool's executor");
+      SLUICE_ASSERT(pool_->on_owner(), "co_await request() off the pool's executor");
       enqueue(pool_->waiters_, h, runtime::detail::stop_token_of(h));
     }
     // Never touches the pool: a closed pool may be gone by now.
@@ -109,7 +111,7 @@ class local_buffer_pool {
     runtime::event* unique_watcher = nullptr;
   };
 
-  void check_owner() const noexcept { assert(on_owner() && "buffer pool used off its owning executor"); }
+  void check_owner() const noexcept { SLUICE_ASSERT(on_owner(), "buffer pool used off its owning executor"); }
   void violation(const char* what) noexcept;
   std::optional<std::uint32_t> take_slot() noexcept;
   buffer lend(std::uint32_t slot) noexcept;

@@ -56,12 +56,16 @@
 //   and sum_c floating_assigned(c) <= floating,
 //   and the gate's pool segments in use == sum_c (exclusive_per_channel + floating_assigned(c)).
 //
+//   Debug builds assert this at the exit of every public mutator; in every build, the counters
+//   never go below zero and the ownership checks stay on (SLUICE_ASSERT).
+//
 //   input_gate gate(pool, {.channels = 4});
 //   for (auto [ch, n] : gate.take_credit_announcements()) send_credit(ch, n);
 //   while (auto item = co_await gate.next()) use(*item);
 
 #include <sluice/buffers/buffer.hpp>
 #include <sluice/buffers/buffer_pool.hpp>
+#include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/detail/wait_list.hpp>
 #include <sluice/runtime/event.hpp>
 #include <sluice/runtime/executor.hpp>
@@ -219,7 +223,7 @@ class input_gate {
     }
     template <class P>
     void await_suspend(std::coroutine_handle<P> h) {
-      assert(gate_->on_owner() && "co_await next() off the gate's executor");
+      SLUICE_ASSERT(gate_->on_owner(), "co_await next() off the gate's executor");
       enqueue(gate_->waiters_, h, runtime::detail::stop_token_of(h));
     }
     // Never touches the gate.
@@ -308,7 +312,11 @@ class input_gate {
     bool released = false;
   };
 
-  void check_owner() const noexcept { assert(on_owner() && "input gate used off its owning executor"); }
+  void check_owner() const noexcept { SLUICE_ASSERT(on_owner(), "input gate used off its owning executor"); }
+  // Debug builds: the identity above holds at the exit of every public mutator (an
+  // accounting_guard's destructor checks it); under NDEBUG both compile to nothing.
+  struct accounting_guard;
+  void assert_credit_accounting() const noexcept;
   channel_state& at(std::uint32_t channel);
   std::size_t deficit(const channel_state& c) const noexcept;
   void note_backlog(std::uint32_t channel, std::size_t backlog);

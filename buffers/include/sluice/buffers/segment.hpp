@@ -6,7 +6,8 @@
 //   share: executor i owns the segments of `pool(i)`. Nothing is allocated afterwards (invariant 6).
 // - `segment_pool` is one executor's free list of its segments. It belongs to that executor: the
 //   first executor that takes or gives a segment becomes its owner, and every later call asserts it
-//   runs there (invariant 1). take/give never allocate: the free list is a stack sized up front.
+//   runs there (invariant 1, SLUICE_ASSERT: on in every build). take/give never allocate: the free
+//   list is a stack sized up front. A segment given back twice, or never taken, aborts.
 // - Local buffer pools (buffer_pool.hpp) draw their segments from the segment_pool of their executor.
 //
 //   network_memory memory(64 << 20, 32 << 10, engine.size());
@@ -60,6 +61,7 @@ class segment_pool {
   std::uint32_t first_index_;
   std::uint32_t segments_;
   std::vector<std::uint32_t> free_;  // slots; capacity reserved up front, so push/pop never allocate
+  std::vector<std::uint8_t> taken_;  // per slot: 1 while taken (a double give is caught)
   runtime::executor* owner_ = nullptr;
 };
 
