@@ -88,6 +88,7 @@ std::optional<buffer> local_buffer_pool::try_request() {
 void local_buffer_pool::close() noexcept {
   check_owner();
   closed_ = true;
+  segments_->cancel_wait(*this);
   // Woken with an empty result: the waiters are scheduled and resume with nullopt.
   while (!waiters_.empty()) waiters_.front()->wake();
   while (!free_.empty()) {
@@ -95,6 +96,26 @@ void local_buffer_pool::close() noexcept {
     free_.pop_back();
     give_back(slot);
   }
+}
+
+void local_buffer_pool::wait_for_segment() noexcept {
+  // The segment pool is empty here (try_request found nothing), unless this pool is at its maximum.
+  SLUICE_DEBUG_ASSERT(held_ >= max_ || segments_->free_segments() == 0, "a pool waits while segments are free");
+  if (wants_segment()) segments_->wait_for_segment(*this);
+}
+
+bool local_buffer_pool::wants_segment() const noexcept { return !closed_ && !waiters_.empty() && held_ < max_; }
+
+void local_buffer_pool::take_segment(std::byte* segment) noexcept {
+  check_owner();
+  SLUICE_ASSERT(wants_segment(), "a segment offered to a pool that cannot take it");
+  const std::uint32_t slot = segments_->slot_of(segment);
+  SLUICE_ASSERT(slots_[slot].state == slot_state::not_held, "a segment offered to a pool that holds it");
+  ++held_;
+  // Hand-off, as in recycle_slot: the first waiter gets it and is scheduled.
+  auto* waiter = static_cast<request_awaiter*>(waiters_.front());
+  waiter->result_.emplace(lend(slot));
+  waiter->wake();
 }
 
 void local_buffer_pool::give_back(std::uint32_t slot) noexcept {

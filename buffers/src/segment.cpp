@@ -42,8 +42,44 @@ void segment_pool::give(std::byte* segment) noexcept {
   const std::uint32_t slot = slot_of(segment);
   // Exactly once: a segment given back twice would be lent to two owners at once.
   SLUICE_ASSERT(taken_[slot] != 0, "a segment given back twice, or never taken");
+  // A pool waiting for a segment comes before the free list: a free segment while another pool's
+  // waiter waits would be a lost wake-up. Pools that no longer want one are dropped on the way.
+  while (segment_waiter* w = waiting_head_) {
+    unlink(*w);
+    if (!w->wants_segment()) continue;
+    w->take_segment(segment);  // stays taken; the pool schedules its waiter
+    if (w->wants_segment()) link_back(*w);  // still short: behind the others (they take turns)
+    return;
+  }
   taken_[slot] = 0;
   free_.push_back(slot);  // within reserved capacity: no allocation
+}
+
+void segment_pool::wait_for_segment(segment_waiter& w) noexcept {
+  check_owner();
+  if (!w.queued_) link_back(w);
+}
+
+void segment_pool::cancel_wait(segment_waiter& w) noexcept {
+  if (w.queued_) unlink(w);
+}
+
+void segment_pool::link_back(segment_waiter& w) noexcept {
+  w.queued_ = true;
+  w.prev_ = waiting_tail_;
+  w.next_ = nullptr;
+  if (waiting_tail_ != nullptr) waiting_tail_->next_ = &w; else waiting_head_ = &w;
+  waiting_tail_ = &w;
+  ++waiting_count_;
+}
+
+void segment_pool::unlink(segment_waiter& w) noexcept {
+  SLUICE_ASSERT(w.queued_ && waiting_count_ > 0, "segment_pool: unqueue of a pool that is not queued");
+  if (w.prev_ != nullptr) w.prev_->next_ = w.next_; else waiting_head_ = w.next_;
+  if (w.next_ != nullptr) w.next_->prev_ = w.prev_; else waiting_tail_ = w.prev_;
+  w.prev_ = w.next_ = nullptr;
+  w.queued_ = false;
+  --waiting_count_;
 }
 
 network_memory::network_memory(std::size_t total_bytes, std::size_t segment_bytes, std::size_t executors)

@@ -10,6 +10,9 @@
 // - When a buffer's last reference goes (buffer.hpp), its segment is recycled here, on the owner
 //   executor: it goes to the first waiter, which is SCHEDULED with it (never called: invariant 3);
 //   with no waiter it goes to the free list, or back to the segment_pool above the minimum.
+// - Pools of one executor share its segment_pool. A pool with waiters that is below its maximum
+//   queues there for a segment (segment.hpp): a segment ANY pool of the executor gives back goes to
+//   the longest-waiting such pool, which hands it to its first waiter, scheduled as above.
 // - A waiter that is stopped first resumes with nullopt and takes nothing. `close()` (and the
 //   destructor) wakes every waiter with nullopt; later requests get nullopt; buffers still out are
 //   recycled normally and their segments go back to the segment_pool.
@@ -36,7 +39,7 @@
 
 namespace sluice::buffers {
 
-class local_buffer_pool {
+class local_buffer_pool : private segment_waiter {
  public:
   // On the owner executor (the current one, or none for single-threaded use off any executor).
   // Throws std::invalid_argument for bad bounds, std::runtime_error if the minimum is not free.
@@ -58,6 +61,7 @@ class local_buffer_pool {
     void await_suspend(std::coroutine_handle<P> h) {
       SLUICE_ASSERT(pool_->on_owner(), "co_await request() off the pool's executor");
       enqueue(pool_->waiters_, h, runtime::detail::stop_token_of(h));
+      pool_->wait_for_segment();
     }
     // Never touches the pool: a closed pool may be gone by now.
     std::optional<buffer> await_resume() noexcept { return std::move(result_); }
@@ -121,6 +125,10 @@ class local_buffer_pool {
   void drop_ref_on_owner(std::uint32_t slot) noexcept;
   void recycle_slot(std::uint32_t slot) noexcept;
   void give_back(std::uint32_t slot) noexcept;
+  // segment_waiter: a waiter below the maximum can use a segment another pool gives back.
+  void wait_for_segment() noexcept;
+  bool wants_segment() const noexcept override;
+  void take_segment(std::byte* segment) noexcept override;
 
   segment_pool* segments_;
   runtime::executor* owner_;
