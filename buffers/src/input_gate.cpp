@@ -28,6 +28,7 @@ input_gate::input_gate(local_buffer_pool& pool, gate_options options)
       ++got;
     }
     c.free_floating.reserve(options.floating);
+    c.parked.reserve(options.exclusive_per_channel + options.floating);  // no allocation on the data path
     c.unannounced = options.exclusive_per_channel;
   }
   credit_.set();
@@ -39,7 +40,7 @@ input_gate::~input_gate() {
   while (!waiters_.empty()) waiters_.front()->wake();  // result_ stays nullopt
   for (auto& c : channels_) {
     assert(c.sender_held == 0 && c.consumer_held == 0 && "input gate destroyed with gate_buffers outstanding");
-    for (buffer& b : c.parked) pool_->unwatch(b);  // the views recycle the segments when they go
+    for (parked_buffer& p : c.parked) pool_->unwatch(p.buf);  // the views recycle the segments when they go
   }
 }
 
@@ -88,15 +89,20 @@ void input_gate::reclaim_parked() {
   if (parked_total_ == 0) return;
   for (channel_state& c : channels_) {
     for (std::size_t i = 0; i < c.parked.size();) {
-      if (pool_->references(c.parked[i]) > 1) {
+      if (pool_->references(c.parked[i].buf) > 1) {
         ++i;
         continue;
       }
-      buffer b = std::move(c.parked[i]);
+      parked_buffer p = std::move(c.parked[i]);
       c.parked[i] = std::move(c.parked.back());
       c.parked.pop_back();
       take_one(parked_total_, "input gate: view-held count below zero");
-      pool_->unwatch(b);
+      pool_->unwatch(p.buf);
+      if (p.floating) {
+        release_floating(c, p.buf);  // distribute_floating() follows in take_credit_announcements
+        continue;
+      }
+      buffer b = std::move(p.buf);
       b.clear();
       c.free_exclusive.push_back(std::move(b));
       ++c.unannounced;
@@ -325,6 +331,14 @@ void input_gate::wake_consumers() noexcept {
   }
 }
 
+void input_gate::release_floating(channel_state& c, buffer& b) noexcept {
+  SLUICE_ASSERT(pool_->references(b) == 1,
+                "input gate: a floating buffer went back to the pool while a view still holds it");
+  take_one(c.floating_assigned, "input gate: floating assigned below zero");
+  take_one(floating_total_, "input gate: floating in use below zero");
+  b.reset();
+}
+
 void input_gate::give_back(gate_buffer& b) noexcept {
   const accounting_guard at_exit{this};
   check_owner();
@@ -343,18 +357,17 @@ void input_gate::give_back(gate_buffer& b) noexcept {
     distribute_floating();
     return;
   }
-  if (b.floating_) {
-    take_one(c.floating_assigned, "input gate: floating assigned below zero");
-    take_one(floating_total_, "input gate: floating in use below zero");
-    b.buf_.reset();         // back to the pool ...
-    distribute_floating();  // ... and from there to the longest-waiting channel
+  if (pool_->references(b.buf_) > 1) {
+    // The channel-state writer still holds a view: the buffer stays charged to this channel,
+    // exclusive or floating, and is no credit until the view goes (reclaim_parked).
+    pool_->watch_unique(b.buf_, credit_);
+    c.parked.push_back(parked_buffer{std::move(b.buf_), b.floating_});
+    ++parked_total_;
     return;
   }
-  if (pool_->references(b.buf_) > 1) {
-    // The channel-state writer still holds a view: no credit until it lets go.
-    pool_->watch_unique(b.buf_, credit_);
-    c.parked.push_back(std::move(b.buf_));
-    ++parked_total_;
+  if (b.floating_) {
+    release_floating(c, b.buf_);  // back to the pool ...
+    distribute_floating();        // ... and from there to the longest-waiting channel
     return;
   }
   b.buf_.clear();

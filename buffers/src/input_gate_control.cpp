@@ -67,7 +67,10 @@ void input_gate::release_channel(std::uint32_t channel) {
   c.free_exclusive.clear();
   drop_floating(c.free_floating.size());
   c.free_floating.clear();
-  for (buffer& b : c.parked) pool_->unwatch(b);
+  for (parked_buffer& p : c.parked) {
+    pool_->unwatch(p.buf);
+    if (p.floating) drop_floating(1);  // its segment goes back to the pool when the view goes
+  }
   SLUICE_ASSERT(parked_total_ >= c.parked.size(), "input gate: view-held count below zero");
   parked_total_ -= c.parked.size();
   c.parked.clear();
@@ -122,6 +125,9 @@ std::string input_gate::check_credit_accounting() const {
   if (floating_total_ > options_.floating)
     err += "floating in use " + std::to_string(floating_total_) + " > limit " + std::to_string(options_.floating) +
            "; ";
+  if (pool_->in_use() < segments_held())
+    err += "the gate counts " + std::to_string(segments_held()) + " segments but its pool has only " +
+           std::to_string(pool_->in_use()) + " in use; ";
   return err;
 }
 
