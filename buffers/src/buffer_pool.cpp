@@ -48,10 +48,8 @@ local_buffer_pool::~local_buffer_pool() {
 
 void local_buffer_pool::violation(const char* what) noexcept {
   ++violations_;
-  if (assert_on_violation_) {
-    runtime::log::error("buffer pool: {}", what);
-    assert(false && "buffer pool violation (see the log line above)");
-  }
+  // Aborts in every build: a buffer recycled twice or into the wrong pool corrupts what others read.
+  if (assert_on_violation_) runtime::detail::assertion_failed(__FILE__, __LINE__, "no buffer pool violation", what);
 }
 
 std::optional<std::uint32_t> local_buffer_pool::take_slot() noexcept {
@@ -90,6 +88,7 @@ std::optional<buffer> local_buffer_pool::try_request() {
 void local_buffer_pool::close() noexcept {
   check_owner();
   closed_ = true;
+  segments_->cancel_wait(*this);
   // Woken with an empty result: the waiters are scheduled and resume with nullopt.
   while (!waiters_.empty()) waiters_.front()->wake();
   while (!free_.empty()) {
@@ -99,7 +98,28 @@ void local_buffer_pool::close() noexcept {
   }
 }
 
+void local_buffer_pool::wait_for_segment() noexcept {
+  // The segment pool is empty here (try_request found nothing), unless this pool is at its maximum.
+  SLUICE_DEBUG_ASSERT(held_ >= max_ || segments_->free_segments() == 0, "a pool waits while segments are free");
+  if (wants_segment()) segments_->wait_for_segment(*this);
+}
+
+bool local_buffer_pool::wants_segment() const noexcept { return !closed_ && !waiters_.empty() && held_ < max_; }
+
+void local_buffer_pool::take_segment(std::byte* segment) noexcept {
+  check_owner();
+  SLUICE_ASSERT(wants_segment(), "a segment offered to a pool that cannot take it");
+  const std::uint32_t slot = segments_->slot_of(segment);
+  SLUICE_ASSERT(slots_[slot].state == slot_state::not_held, "a segment offered to a pool that holds it");
+  ++held_;
+  // Hand-off, as in recycle_slot: the first waiter gets it and is scheduled.
+  auto* waiter = static_cast<request_awaiter*>(waiters_.front());
+  waiter->result_.emplace(lend(slot));
+  waiter->wake();
+}
+
 void local_buffer_pool::give_back(std::uint32_t slot) noexcept {
+  SLUICE_ASSERT(held_ > 0, "more segments given back than the pool holds");
   slots_[slot].state = slot_state::not_held;
   --held_;
   segments_->give(segments_->segment_at(slot));
@@ -107,7 +127,7 @@ void local_buffer_pool::give_back(std::uint32_t slot) noexcept {
 
 void local_buffer_pool::add_ref(std::uint32_t slot) noexcept {
   check_owner();
-  assert(slots_[slot].state == slot_state::in_use && slots_[slot].refs > 0 && "retain of a recycled buffer");
+  SLUICE_ASSERT(slots_[slot].state == slot_state::in_use && slots_[slot].refs > 0, "retain of a recycled buffer");
   ++slots_[slot].refs;
 }
 
@@ -117,7 +137,7 @@ void local_buffer_pool::drop_ref(std::uint32_t slot) noexcept {
     return;
   }
   // Foreign executor or thread: send the release home (invariant 2). The count is not touched here.
-  assert(owner_ != nullptr && "a buffer of a pool without an executor was released on an executor");
+  SLUICE_ASSERT(owner_ != nullptr, "a buffer of a pool without an executor was released on an executor");
   owner_->post([pool = this, slot] {
     ++pool->foreign_releases_;
     pool->drop_ref_on_owner(slot);
@@ -188,8 +208,10 @@ void local_buffer_pool::recycle(std::byte* segment) noexcept {
 }
 
 void local_buffer_pool::recycle_slot(std::uint32_t slot) noexcept {
-  assert(slots_[slot].state == slot_state::in_use && slots_[slot].refs == 0);
-  assert(in_use_ > 0);
+  // Exactly once: only a segment lent out and no longer referenced is recycled.
+  SLUICE_ASSERT(slots_[slot].state == slot_state::in_use && slots_[slot].refs == 0,
+                "recycle of a segment that is not lent out, or still referenced");
+  SLUICE_ASSERT(in_use_ > 0, "more segments recycled than lent");
   ++recycled_;
   --in_use_;
   if (!closed_ && !waiters_.empty()) {

@@ -1,4 +1,5 @@
 #include <sluice/buffers/channel.hpp>
+#include <sluice/runtime/assert.hpp>
 
 #include <cassert>
 #include <stdexcept>
@@ -14,20 +15,21 @@ subpartition_sender::subpartition_sender(result_partition& partition, std::size_
 }
 
 void subpartition_sender::add_credit(std::uint32_t credits) {
-  assert(runtime::executor::current() == owner_ && "subpartition_sender used off its executor");
+  SLUICE_ASSERT(runtime::executor::current() == owner_, "subpartition_sender used off its executor");
+  SLUICE_ASSERT(credits_ + credits >= credits_, "subpartition_sender: credit count overflows");
   credits_ += credits;
   credit_.set();
 }
 
 void subpartition_sender::cancel() {
-  assert(runtime::executor::current() == owner_ && "subpartition_sender used off its executor");
+  SLUICE_ASSERT(runtime::executor::current() == owner_, "subpartition_sender used off its executor");
   cancelled_ = true;
   partition_->release(subpartition_);  // wakes run() through wait_available
   credit_.set();
 }
 
 runtime::task<void> subpartition_sender::run() {
-  assert(runtime::executor::current() == owner_ && "subpartition_sender run off its executor");
+  SLUICE_ASSERT(runtime::executor::current() == owner_, "subpartition_sender run off its executor");
   result_partition& p = *partition_;
   const std::size_t i = subpartition_;
   // A priority event queued while this waits for credit wakes it: it goes without credit.
@@ -55,6 +57,7 @@ runtime::task<void> subpartition_sender::run() {
     const bool data = next->view.kind() == buffer_kind::data;
     const bool last = !data && is_end_of_partition(next->view);
     if (data) {
+      SLUICE_ASSERT(credits_ > 0, "subpartition_sender: a data buffer sent without credit");
       --credits_;
       ++buffers_sent_;
     }

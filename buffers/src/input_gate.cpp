@@ -1,8 +1,12 @@
-#include <sluice/buffers/input_gate.hpp>
+// The input gate's credit protocol, sender side and consumer side (see input_gate.hpp).
+// Checkpoint support, failure, release and the accounting check are in input_gate_control.cpp.
+#include "input_gate_internal.hpp"
 
 #include <stdexcept>
 
 namespace sluice::buffers {
+
+using gate_detail::take_one;
 
 input_gate::input_gate(local_buffer_pool& pool, gate_options options)
     : pool_(&pool), owner_(runtime::executor::current()), options_(options), channels_(options.channels) {
@@ -24,9 +28,11 @@ input_gate::input_gate(local_buffer_pool& pool, gate_options options)
       ++got;
     }
     c.free_floating.reserve(options.floating);
+    c.parked.reserve(options.exclusive_per_channel + options.floating);  // no allocation on the data path
     c.unannounced = options.exclusive_per_channel;
   }
   credit_.set();
+  assert_credit_accounting();
 }
 
 input_gate::~input_gate() {
@@ -34,7 +40,7 @@ input_gate::~input_gate() {
   while (!waiters_.empty()) waiters_.front()->wake();  // result_ stays nullopt
   for (auto& c : channels_) {
     assert(c.sender_held == 0 && c.consumer_held == 0 && "input gate destroyed with gate_buffers outstanding");
-    for (buffer& b : c.parked) pool_->unwatch(b);  // the views recycle the segments when they go
+    for (parked_buffer& p : c.parked) pool_->unwatch(p.buf);  // the views recycle the segments when they go
   }
 }
 
@@ -51,6 +57,7 @@ std::size_t input_gate::deficit(const channel_state& c) const noexcept {
 }
 
 std::vector<credit_announcement> input_gate::take_credit_announcements() {
+  const accounting_guard at_exit{this};
   check_owner();
   reclaim_parked();
   distribute_floating();
@@ -82,15 +89,20 @@ void input_gate::reclaim_parked() {
   if (parked_total_ == 0) return;
   for (channel_state& c : channels_) {
     for (std::size_t i = 0; i < c.parked.size();) {
-      if (pool_->references(c.parked[i]) > 1) {
+      if (pool_->references(c.parked[i].buf) > 1) {
         ++i;
         continue;
       }
-      buffer b = std::move(c.parked[i]);
+      parked_buffer p = std::move(c.parked[i]);
       c.parked[i] = std::move(c.parked.back());
       c.parked.pop_back();
-      --parked_total_;
-      pool_->unwatch(b);
+      take_one(parked_total_, "input gate: view-held count below zero");
+      pool_->unwatch(p.buf);
+      if (p.floating) {
+        release_floating(c, p.buf);  // distribute_floating() follows in take_credit_announcements
+        continue;
+      }
+      buffer b = std::move(p.buf);
       b.clear();
       c.free_exclusive.push_back(std::move(b));
       ++c.unannounced;
@@ -99,6 +111,7 @@ void input_gate::reclaim_parked() {
 }
 
 gate_buffer input_gate::request_buffer_for(std::uint32_t channel) {
+  const accounting_guard at_exit{this};
   check_owner();
   channel_state& c = at(channel);
   if (c.end_delivered)
@@ -112,12 +125,13 @@ gate_buffer input_gate::request_buffer_for(std::uint32_t channel) {
   assert(!from.empty());
   buffer b = std::move(from.back());
   from.pop_back();
-  --c.announced_unused;
+  take_one(c.announced_unused, "input gate: announced credit below zero");
   ++c.sender_held;
   return gate_buffer(this, channel, floating, gate_buffer::stage::sender, std::move(b));
 }
 
 void input_gate::deliver(gate_buffer&& filled, std::size_t backlog) {
+  const accounting_guard at_exit{this};
   check_owner();
   if (filled.gate_ != this || filled.stage_ != gate_buffer::stage::sender)
     throw std::logic_error("input_gate: delivered a buffer that was not requested from this gate against credit");
@@ -128,7 +142,7 @@ void input_gate::deliver(gate_buffer&& filled, std::size_t backlog) {
     return;
   }
   filled.gate_ = nullptr;
-  --c.sender_held;
+  take_one(c.sender_held, "input gate: sender-held count below zero");
   ++c.queued;
   c.queue.push_back(entry{std::move(filled.buf_), filled.floating_, false, std::nullopt});
   note_backlog(channel, backlog);
@@ -137,6 +151,7 @@ void input_gate::deliver(gate_buffer&& filled, std::size_t backlog) {
 }
 
 void input_gate::deliver(std::uint32_t channel, std::span<const std::byte> bytes, std::size_t backlog) {
+  const accounting_guard at_exit{this};
   if (bytes.size() > pool_->segment_bytes())
     throw std::length_error("input_gate: " + std::to_string(bytes.size()) + " bytes exceed a segment of " +
                             std::to_string(pool_->segment_bytes()));
@@ -146,6 +161,7 @@ void input_gate::deliver(std::uint32_t channel, std::span<const std::byte> bytes
 }
 
 void input_gate::deliver_event(std::uint32_t channel, gate_event event, bool priority) {
+  const accounting_guard at_exit{this};
   check_owner();
   channel_state& c = at(channel);
   if (c.released) return;
@@ -169,6 +185,7 @@ void input_gate::deliver_event(std::uint32_t channel, gate_event event, bool pri
 }
 
 void input_gate::note_sender_backlog(std::uint32_t channel, std::size_t backlog) {
+  const accounting_guard at_exit{this};
   check_owner();
   channel_state& c = at(channel);
   if (c.released || c.end_delivered) return;
@@ -200,6 +217,7 @@ void input_gate::distribute_floating() {
     c.free_floating.push_back(std::move(*b));
     ++c.floating_assigned;
     ++floating_total_;
+    SLUICE_ASSERT(floating_total_ <= options_.floating, "input gate: more floating buffers than its limit");
     ++c.unannounced;
     credit_.set();
     if (deficit(c) > 0) {
@@ -223,6 +241,7 @@ bool input_gate::takeable(const channel_state& c) const noexcept {
 }
 
 std::optional<gate_item> input_gate::try_next() {
+  const accounting_guard at_exit{this};
   check_owner();
   // Priority events first; otherwise the first ready channel that is not blocked (round-robin).
   auto pos = ready_.end();
@@ -252,8 +271,8 @@ std::optional<gate_item> input_gate::try_next() {
   item.channel = channel;
   if (e.event) {
     if (e.priority) {
-      --c.priority_front;
-      --priority_pending_;
+      take_one(c.priority_front, "input gate: priority events at the front below zero");
+      take_one(priority_pending_, "input gate: pending priority events below zero");
     }
     item.event = e.event;
     item.priority = e.priority;
@@ -262,7 +281,7 @@ std::optional<gate_item> input_gate::try_next() {
       mark_ended(c);
     }
   } else {
-    --c.queued;
+    take_one(c.queued, "input gate: queued data count below zero");
     ++c.consumer_held;
     item.data = gate_buffer(this, channel, e.floating, gate_buffer::stage::consumer, std::move(e.buf));
   }
@@ -277,84 +296,13 @@ void input_gate::mark_ended(channel_state& c) {
   // Credit of an ended channel is never used again: give its floating buffers back.
   while (!c.free_floating.empty()) {
     c.free_floating.pop_back();
-    --c.floating_assigned;
-    --floating_total_;
-    if (c.unannounced > 0) --c.unannounced; else --c.announced_unused;
+    take_one(c.floating_assigned, "input gate: floating assigned below zero");
+    take_one(floating_total_, "input gate: floating in use below zero");
+    take_one(c.unannounced > 0 ? c.unannounced : c.announced_unused, "input gate: credit below zero");
   }
   distribute_floating();
 }
 
-void input_gate::block(std::uint32_t channel) {
-  check_owner();
-  at(channel).blocked = true;
-}
-
-void input_gate::unblock(std::uint32_t channel) {
-  check_owner();
-  channel_state& c = at(channel);
-  if (!c.blocked) return;
-  c.blocked = false;
-  wake_consumers();
-}
-
-void input_gate::unblock_all() {
-  check_owner();
-  for (channel_state& c : channels_) c.blocked = false;
-  wake_consumers();
-}
-
-std::vector<buffer_view> input_gate::queued_data_views(std::uint32_t channel, std::size_t max) {
-  check_owner();
-  std::vector<buffer_view> out;
-  for (const entry& e : at(channel).queue) {
-    if (out.size() == max) break;
-    if (!e.event) out.push_back(e.buf.retain());
-  }
-  return out;
-}
-
-void input_gate::fail_channel(std::uint32_t channel, std::string why) {
-  check_owner();
-  channel_state& c = at(channel);
-  if (c.released || c.end_delivered) return;
-  c.failure = std::move(why);
-  deliver_event(channel, gate_event{gate_event::type::channel_failed, 0});
-}
-
-void input_gate::release_channel(std::uint32_t channel) {
-  check_owner();
-  channel_state& c = at(channel);
-  if (c.released) return;
-  c.released = true;
-  ++released_count_;
-  c.end_delivered = true;
-  c.blocked = false;
-  const auto drop_floating = [&](std::size_t n) {
-    c.floating_assigned -= n;
-    floating_total_ -= n;
-  };
-  c.free_exclusive.clear();
-  drop_floating(c.free_floating.size());
-  c.free_floating.clear();
-  for (buffer& b : c.parked) pool_->unwatch(b);
-  parked_total_ -= c.parked.size();
-  c.parked.clear();
-  for (entry& e : c.queue) {
-    if (e.floating) drop_floating(1);
-    if (e.priority) --priority_pending_;
-  }
-  c.queue.clear();
-  c.priority_front = 0;
-  c.queued = 0;
-  c.announced_unused = c.unannounced = 0;
-  if (!c.ended) {
-    c.ended = true;
-    ++ended_;
-  }
-  distribute_floating();  // its floating buffers may serve the others
-  credit_.set();
-  wake_consumers();       // next() may now be finished
-}
 
 bool input_gate::has_takeable() const noexcept {
   for (std::uint32_t ch : ready_) {
@@ -383,78 +331,49 @@ void input_gate::wake_consumers() noexcept {
   }
 }
 
+void input_gate::release_floating(channel_state& c, buffer& b) noexcept {
+  SLUICE_ASSERT(pool_->references(b) == 1,
+                "input gate: a floating buffer went back to the pool while a view still holds it");
+  take_one(c.floating_assigned, "input gate: floating assigned below zero");
+  take_one(floating_total_, "input gate: floating in use below zero");
+  b.reset();
+}
+
 void input_gate::give_back(gate_buffer& b) noexcept {
+  const accounting_guard at_exit{this};
   check_owner();
   channel_state& c = channels_[b.channel_];
   if (b.stage_ == gate_buffer::stage::sender) {
-    --c.sender_held;
+    take_one(c.sender_held, "input gate: sender-held count below zero");
   } else {
-    --c.consumer_held;
+    take_one(c.consumer_held, "input gate: consumer-held count below zero");
   }
   if (c.released) {
     if (b.floating_) {
-      --c.floating_assigned;
-      --floating_total_;
+      take_one(c.floating_assigned, "input gate: floating assigned below zero");
+      take_one(floating_total_, "input gate: floating in use below zero");
     }
     b.buf_.reset();  // the channel is gone: straight back to the pool
     distribute_floating();
     return;
   }
-  if (b.floating_) {
-    --c.floating_assigned;
-    --floating_total_;
-    b.buf_.reset();         // back to the pool ...
-    distribute_floating();  // ... and from there to the longest-waiting channel
+  if (pool_->references(b.buf_) > 1) {
+    // The channel-state writer still holds a view: the buffer stays charged to this channel,
+    // exclusive or floating, and is no credit until the view goes (reclaim_parked).
+    pool_->watch_unique(b.buf_, credit_);
+    c.parked.push_back(parked_buffer{std::move(b.buf_), b.floating_});
+    ++parked_total_;
     return;
   }
-  if (pool_->references(b.buf_) > 1) {
-    // The channel-state writer still holds a view: no credit until it lets go.
-    pool_->watch_unique(b.buf_, credit_);
-    c.parked.push_back(std::move(b.buf_));
-    ++parked_total_;
+  if (b.floating_) {
+    release_floating(c, b.buf_);  // back to the pool ...
+    distribute_floating();        // ... and from there to the longest-waiting channel
     return;
   }
   b.buf_.clear();
   c.free_exclusive.push_back(std::move(b.buf_));
   ++c.unannounced;  // announced with the next take_credit_announcements()
   credit_.set();
-}
-
-std::string input_gate::check_credit_accounting() const {
-  std::string err;
-  std::size_t floating_sum = 0;
-  for (std::size_t i = 0; i < channels_.size(); ++i) {
-    const channel_state& c = channels_[i];
-    floating_sum += c.floating_assigned;
-    if (c.released) continue;
-    const std::size_t lhs = options_.exclusive_per_channel + c.floating_assigned;
-    const std::size_t rhs =
-        c.announced_unused + c.unannounced + c.sender_held + c.queued + c.consumer_held + c.parked.size();
-    const std::size_t free_held = c.free_exclusive.size() + c.free_floating.size();
-    if (lhs != rhs) {
-      err += "channel " + std::to_string(i) + ": exclusive " + std::to_string(options_.exclusive_per_channel) +
-             " + floating " + std::to_string(c.floating_assigned) + " != announced " +
-             std::to_string(c.announced_unused) + " + unannounced " + std::to_string(c.unannounced) + " + sender " +
-             std::to_string(c.sender_held) + " + queued " + std::to_string(c.queued) + " + consumer " +
-             std::to_string(c.consumer_held) + " + view-held " + std::to_string(c.parked.size()) + "; ";
-    }
-    if (free_held != c.announced_unused + c.unannounced) {
-      err += "channel " + std::to_string(i) + ": holds " + std::to_string(free_held) + " free buffers but " +
-             std::to_string(c.announced_unused + c.unannounced) + " credits; ";
-    }
-    std::size_t data_in_queue = 0;
-    for (const entry& e : c.queue) data_in_queue += e.event ? 0 : 1;
-    if (data_in_queue != c.queued) {
-      err += "channel " + std::to_string(i) + ": queue holds " + std::to_string(data_in_queue) +
-             " data buffers, counted " + std::to_string(c.queued) + "; ";
-    }
-  }
-  if (floating_sum != floating_total_)
-    err += "floating assigned sum " + std::to_string(floating_sum) + " != " + std::to_string(floating_total_) + "; ";
-  if (floating_total_ > options_.floating)
-    err += "floating in use " + std::to_string(floating_total_) + " > limit " + std::to_string(options_.floating) +
-           "; ";
-  return err;
 }
 
 }  // namespace sluice::buffers

@@ -1,5 +1,6 @@
 #include <sluice/buffers/event_codec.hpp>
 #include <sluice/buffers/local_channel.hpp>
+#include <sluice/runtime/assert.hpp>
 
 #include <cassert>
 
@@ -25,7 +26,7 @@ void local_channel::send(buffer_view view, bool priority, std::size_t backlog) {
 }
 
 void local_channel::receive(buffer_view view, bool priority, std::size_t backlog) {
-  assert(runtime::executor::current() == gate_executor_);
+  SLUICE_ASSERT(runtime::executor::current() == gate_executor_, "local_channel: delivery off the gate's executor");
   input_gate& gate = *gate_;
   if (gate.released(gate_channel_)) return;  // the view goes home when it is dropped
   if (view.kind() == buffer_kind::data) {

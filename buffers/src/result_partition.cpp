@@ -38,7 +38,7 @@ result_partition::result_partition(local_buffer_pool& pool, partition_options op
     throw std::invalid_argument(fmt::format("result partition: forward subpartition {} is not below {} subpartitions",
                                             options_.forward_subpartition, options_.subpartitions));
   }
-  assert((pool.owner() == nullptr || pool.owner() == owner_) && "result partition on another executor than its pool");
+  SLUICE_ASSERT(pool.owner() == nullptr || pool.owner() == owner_, "result partition on another executor than its pool");
   subs_ = std::make_unique<subpartition_state[]>(options_.subpartitions);
 }
 

@@ -1,4 +1,5 @@
 #include <sluice/buffers/segment.hpp>
+#include <sluice/runtime/assert.hpp>
 
 #include <fmt/core.h>
 
@@ -12,7 +13,7 @@ namespace sluice::buffers {
 
 segment_pool::segment_pool(std::byte* base, std::size_t segment_bytes, std::uint32_t first_index,
                            std::uint32_t segments)
-    : base_(base), segment_bytes_(segment_bytes), first_index_(first_index), segments_(segments) {
+    : base_(base), segment_bytes_(segment_bytes), first_index_(first_index), segments_(segments), taken_(segments, 0) {
   free_.reserve(segments);
   // Stack order: slot 0 is taken first.
   for (std::uint32_t slot = segments; slot > 0; --slot) free_.push_back(slot - 1);
@@ -21,7 +22,7 @@ segment_pool::segment_pool(std::byte* base, std::size_t segment_bytes, std::uint
 void segment_pool::check_owner() noexcept {
   auto* here = runtime::executor::current();
   if (owner_ == nullptr) owner_ = here;
-  assert(owner_ == here && "segment_pool used off its owning executor");
+  SLUICE_ASSERT(owner_ == here, "segment_pool used off its owning executor");
 }
 
 std::byte* segment_pool::take() noexcept {
@@ -29,15 +30,56 @@ std::byte* segment_pool::take() noexcept {
   if (free_.empty()) return nullptr;
   const std::uint32_t slot = free_.back();
   free_.pop_back();
+  SLUICE_ASSERT(taken_[slot] == 0, "a free segment was already taken");
+  taken_[slot] = 1;
   return segment_at(slot);
 }
 
 void segment_pool::give(std::byte* segment) noexcept {
   check_owner();
-  assert(owns(segment) && "segment given to a pool it does not belong to");
-  assert(static_cast<std::size_t>(segment - base_) % segment_bytes_ == 0 && "not a segment start");
-  assert(free_.size() < segments_ && "more segments given back than taken");
-  free_.push_back(slot_of(segment));  // within reserved capacity: no allocation
+  SLUICE_ASSERT(owns(segment), "segment given to a pool it does not belong to");
+  SLUICE_ASSERT(static_cast<std::size_t>(segment - base_) % segment_bytes_ == 0, "not a segment start");
+  const std::uint32_t slot = slot_of(segment);
+  // Exactly once: a segment given back twice would be lent to two owners at once.
+  SLUICE_ASSERT(taken_[slot] != 0, "a segment given back twice, or never taken");
+  // A pool waiting for a segment comes before the free list: a free segment while another pool's
+  // waiter waits would be a lost wake-up. Pools that no longer want one are dropped on the way.
+  while (segment_waiter* w = waiting_head_) {
+    unlink(*w);
+    if (!w->wants_segment()) continue;
+    w->take_segment(segment);  // stays taken; the pool schedules its waiter
+    if (w->wants_segment()) link_back(*w);  // still short: behind the others (they take turns)
+    return;
+  }
+  taken_[slot] = 0;
+  free_.push_back(slot);  // within reserved capacity: no allocation
+}
+
+void segment_pool::wait_for_segment(segment_waiter& w) noexcept {
+  check_owner();
+  if (!w.queued_) link_back(w);
+}
+
+void segment_pool::cancel_wait(segment_waiter& w) noexcept {
+  if (w.queued_) unlink(w);
+}
+
+void segment_pool::link_back(segment_waiter& w) noexcept {
+  w.queued_ = true;
+  w.prev_ = waiting_tail_;
+  w.next_ = nullptr;
+  if (waiting_tail_ != nullptr) waiting_tail_->next_ = &w; else waiting_head_ = &w;
+  waiting_tail_ = &w;
+  ++waiting_count_;
+}
+
+void segment_pool::unlink(segment_waiter& w) noexcept {
+  SLUICE_ASSERT(w.queued_ && waiting_count_ > 0, "segment_pool: unqueue of a pool that is not queued");
+  if (w.prev_ != nullptr) w.prev_->next_ = w.next_; else waiting_head_ = w.next_;
+  if (w.next_ != nullptr) w.next_->prev_ = w.prev_; else waiting_tail_ = w.prev_;
+  w.prev_ = w.next_ = nullptr;
+  w.queued_ = false;
+  --waiting_count_;
 }
 
 network_memory::network_memory(std::size_t total_bytes, std::size_t segment_bytes, std::size_t executors)

@@ -3,6 +3,7 @@
 #include "transport_core.hpp"
 
 #include <sluice/buffers/event_codec.hpp>
+#include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/timer.hpp>
 
@@ -18,7 +19,7 @@ using detail::transport_core;
 // --- remote_input (the gate's executor) ---------------------------------------------------------
 
 void remote_input::grant(std::uint32_t credits) {
-  assert(runtime::executor::current() == gate_executor_ && "remote_input::grant off the gate's executor");
+  SLUICE_ASSERT(runtime::executor::current() == gate_executor_, "remote_input::grant off the gate's executor");
   std::vector<gate_buffer> lent;
   lent.reserve(credits);
   for (std::uint32_t i = 0; i < credits; ++i) lent.push_back(gate_->request_buffer_for(gate_channel_));

@@ -1,3 +1,4 @@
+#include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/executor.hpp>
 #include <sluice/snapshot/barrier_handler.hpp>
 
@@ -45,7 +46,7 @@ barrier_handler::barrier_handler(std::vector<buffers::input_gate*> gates, handle
 }
 
 void barrier_handler::check_owner() const noexcept {
-  assert(gates_.front()->on_owner() && "barrier handler used off its task's executor");
+  SLUICE_ASSERT(gates_.front()->on_owner(), "barrier handler used off its task's executor");
 }
 
 std::size_t barrier_handler::flat(std::uint32_t gate, std::uint32_t channel) const {

@@ -5,6 +5,7 @@
 #include "channel_state_job.hpp"
 
 #include <sluice/buffers/crc32c.hpp>
+#include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/log.hpp>
 
 #include <fmt/format.h>
@@ -81,7 +82,7 @@ channel_state_writer::~channel_state_writer() {
 }
 
 void channel_state_writer::assert_owner() const noexcept {
-  assert(runtime::executor::current() == owner_ && "channel_state_writer used off its owning executor");
+  SLUICE_ASSERT(runtime::executor::current() == owner_, "channel_state_writer used off its owning executor");
 }
 
 checkpoint_id channel_state_writer::ongoing() const noexcept { return current_ ? current_->id : no_checkpoint; }

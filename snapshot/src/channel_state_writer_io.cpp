@@ -6,14 +6,16 @@
 //      payload straight from the view;
 //   4. once both directions are finished and the queue is empty: `end` record, fsync, close, and
 //      the checkpoint completes.
-// After every operation it checks whether the checkpoint was aborted meanwhile; if so it issues
-// nothing more for it (scenario 3: a batch's writes already in flight complete, none follows them)
-// and only closes the file. It runs while there is work and ends;
+// Before every write it submits -- the first of a record's header or payload, and each
+// continuation after a short write -- it checks whether the checkpoint was aborted meanwhile; if so
+// it issues nothing more for it (scenario 3: a batch's writes already in flight complete, none
+// follows them) and only closes the file. submit_write() asserts it (SLUICE_ASSERT). It runs while there is work and ends;
 // kick() starts it again. Because steps are sequential, at most one checkpoint has I/O at any time.
 
 #include "channel_state_job.hpp"
 
 #include <sluice/buffers/crc32c.hpp>
+#include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/when_all.hpp>
 
@@ -24,6 +26,34 @@
 #include <vector>
 
 namespace sluice::snapshot {
+
+// The one place a write of a checkpoint's file is submitted. write_at is lazy: the write is
+// submitted when the caller awaits the task, with nothing in between.
+runtime::task<io::result<std::size_t>> channel_state_writer::submit_write(checkpoint_job* job,
+                                                                          std::span<const std::byte> data,
+                                                                          std::uint64_t offset) {
+  SLUICE_ASSERT(!job->aborted, "a write submitted for an aborted checkpoint (scenario 3)");
+  return job->file.write_at(data, offset);
+}
+
+// Writes all of `data` at `offset`, one write at a time, and stops before the next one once the
+// checkpoint is aborted (io::file::write_all would carry on after a short write). Success when it
+// stopped for the abort: the caller checks job->aborted. A write with no progress is an error.
+runtime::task<io::result<void>> channel_state_writer::write_unless_aborted(checkpoint_job* job,
+                                                                           std::span<const std::byte> data,
+                                                                           std::uint64_t offset) {
+  while (!data.empty() && !job->aborted) {
+    io::result<std::size_t> written = co_await submit_write(job, data, offset);
+    if (!written) co_return std::move(written).error();
+    if (*written == 0) {
+      co_return io::error::from_code(io::errc::no_progress,
+                                     "write '" + job->file.path() + "' at offset " + std::to_string(offset));
+    }
+    data = data.subspan(*written);
+    offset += *written;
+  }
+  co_return io::success();
+}
 
 void channel_state_writer::kick() {
   if (pumping_) return;
@@ -68,7 +98,7 @@ runtime::task<void> channel_state_writer::advance(checkpoint_job* job) {
     co_return;
   }
   const auto header = encode_file_header({job->id, task_});
-  auto written = co_await job->file.write_all(header, 0);
+  auto written = co_await write_unless_aborted(job, header, 0);
   if (job->aborted) co_return;
   if (!written) fail(*job, written.error());
 }
@@ -98,13 +128,13 @@ runtime::task<void> channel_state_writer::write_next(checkpoint_job* job) {
 // Each record's buffer goes back as soon as its own writes are done (not when the whole batch is).
 runtime::task<void> channel_state_writer::write_record(checkpoint_job* job, pending_write* record,
                                                        std::optional<io::error>* failed) {
-  auto head = co_await job->file.write_all(record->header, record->offset_bytes);
+  auto head = co_await write_unless_aborted(job, record->header, record->offset_bytes);
   if (job->aborted || !head) {
     if (!head && !job->aborted && !*failed) *failed = head.error();
     record->view.reset();
     co_return;
   }
-  auto body = co_await job->file.write_all(record->payload(), record->offset_bytes + state_record_header_bytes);
+  auto body = co_await write_unless_aborted(job, record->payload(), record->offset_bytes + state_record_header_bytes);
   if (!body && !*failed) *failed = body.error();
   record->view.reset();
 }
@@ -119,7 +149,7 @@ runtime::task<void> channel_state_writer::finalize(checkpoint_job* job) {
   std::memcpy(end_record.data(), end_header.data(), end_header.size());
   std::memcpy(end_record.data() + end_header.size(), end_payload.data(), end_payload.size());
 
-  auto written = co_await job->file.write_all(end_record, job->next_offset_bytes);
+  auto written = co_await write_unless_aborted(job, end_record, job->next_offset_bytes);
   if (job->aborted) co_return;
   if (!written) {
     fail(*job, written.error());

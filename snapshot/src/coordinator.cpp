@@ -5,6 +5,7 @@
 
 #include <sluice/snapshot/coordinator.hpp>
 
+#include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/system.hpp>
@@ -61,7 +62,7 @@ coordinator::~coordinator() {
   assert(pending_.empty() && scope_.live() == 0 && "stop() the coordinator before destroying it");
 }
 
-void coordinator::assert_home() const { assert(home_->is_current() && "coordinator used off its home executor"); }
+void coordinator::assert_home() const { SLUICE_ASSERT(home_->is_current(), "coordinator used off its home executor"); }
 
 // --- tasks ------------------------------------------------------------------------------------
 

@@ -225,11 +225,11 @@ task<void> across_pools(network_memory* memory, shared_segments_seen* seen) {
 
 }  // namespace
 
-// Known bug (fixed on another branch): a pool's waiters are woken only by recycles into that same
+// Was a bug (now fixed; this test failed before the fix): a pool's waiters are woken only by recycles into that same
 // pool (buffer_pool.cpp), so a segment another pool returns to the executor's segment pool wakes
 // nobody.
 TEST_CASE("scenario 18: a waiter is woken by a segment another pool of its executor gives back",
-          "[buffer_pool][scenario][!mayfail]") {
+          "[buffer_pool][scenario]") {
   network_memory memory(4 * 4096, 4096, 1);
   shared_segments_seen seen;
   sync_wait(across_pools(&memory, &seen), virtual_time());

@@ -1,6 +1,8 @@
 #include <sluice/buffers/buffer_pool.hpp>
 #include <sluice/runtime/engine.hpp>
 
+#include <support/death.hpp>
+
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -9,6 +11,30 @@
 
 using namespace sluice::buffers;
 using namespace sluice::runtime;
+
+TEST_CASE("a double recycle aborts the process in every build unless a test turned the check off", "[buffer]") {
+  const auto end = sluice::test::run_in_child([] {
+    network_memory memory(4 * 4096, 4096, 1);
+    local_buffer_pool pool(memory.pool(0), 1, 2);
+    std::byte* segment = pool.try_request()->detach();
+    pool.recycle(segment);
+    pool.recycle(segment);  // aborts here
+  });
+  CHECK(end.aborted);
+  CHECK(end.stderr_text.find("double recycle of a segment") != std::string::npos);
+  CHECK(end.stderr_text.find("buffer_pool.cpp:") != std::string::npos);
+}
+
+TEST_CASE("a segment given back to its executor's segment pool twice aborts the process", "[buffer]") {
+  const auto end = sluice::test::run_in_child([] {
+    network_memory memory(4 * 4096, 4096, 1);
+    std::byte* segment = memory.pool(0).take();
+    memory.pool(0).give(segment);
+    memory.pool(0).give(segment);  // aborts here
+  });
+  CHECK(end.aborted);
+  CHECK(end.stderr_text.find("given back twice") != std::string::npos);
+}
 
 namespace {
 std::span<const std::byte> bytes_of(const char* s) { return {reinterpret_cast<const std::byte*>(s), std::strlen(s)}; }

@@ -115,6 +115,48 @@ task<void> view_held_body(network_memory* memory) {
   CHECK(gate.check_credit_accounting().empty());
 }
 
+// A floating buffer the consumer releases while the state writer still views it stays charged to
+// its channel (view-held, and in floating_in_use()) until the view goes: the identity holds at
+// every step, and the gate never holds more than exclusive + floating segments.
+task<void> view_held_floating_body(network_memory* memory) {
+  local_buffer_pool pool(memory->pool(0), 2, 8);
+  input_gate gate(pool, {.channels = 1, .exclusive_per_channel = 2, .floating = 1});
+  CHECK(gate.take_credit_announcements() == std::vector<credit_announcement>{{0, 2}});
+  send(gate, 0, 1, /*backlog=*/4);  // an exclusive buffer; the backlog asks for floating ones
+  CHECK(gate.take_credit_announcements() == std::vector<credit_announcement>{{0, 1}});
+  REQUIRE(gate.floating_in_use() == 1);
+  send(gate, 0, 2, /*backlog=*/4);  // the floating buffer (used first)
+  std::vector<buffer_view> state = gate.queued_data_views(0);
+  REQUIRE(state.size() == 2);
+  state.erase(state.begin());  // the writer keeps a view of the floating one only
+  for (int i = 0; i < 2; ++i) {
+    std::optional<gate_item> item = gate.try_next();  // the task consumes both and drops them
+    REQUIRE(item);
+    CHECK(item->data.is_floating() == (i == 1));
+  }
+  CHECK(gate.view_held(0) == 1);
+  CHECK(gate.floating_in_use() == 1);
+  CHECK(pool.in_use() == gate.segments_held());
+  CHECK(gate.check_credit_accounting().empty());
+  // The channel still has backlog, but the floating limit is reached while the view lives: only
+  // the exclusive buffer comes back as credit, and no second floating buffer is lent.
+  CHECK(gate.take_credit_announcements() == std::vector<credit_announcement>{{0, 1}});
+  CHECK(pool.in_use() <= 2 + 1);
+  CHECK(pool.in_use() == gate.segments_held());
+  CHECK(value_of(state[0].data()) == 2);  // the captured bytes are intact
+
+  // The write completes: the floating buffer goes back to the pool and, the backlog being there
+  // still, is lent to the channel again as new credit.
+  state.clear();
+  const bool woke = co_await gate.wait_credit();
+  CHECK(woke);
+  CHECK(gate.take_credit_announcements() == std::vector<credit_announcement>{{0, 1}});
+  CHECK(gate.view_held(0) == 0);
+  CHECK(gate.floating_in_use() == 1);
+  CHECK(pool.in_use() == gate.segments_held());
+  CHECK(gate.check_credit_accounting().empty());
+}
+
 task<void> failed_channel_body(network_memory* memory) {
   local_buffer_pool pool(memory->pool(0), 4, 8);
   input_gate gate(pool, {.channels = 2, .exclusive_per_channel = 2, .floating = 0});
@@ -192,6 +234,12 @@ TEST_CASE("unblocking a channel wakes a consumer waiting in next()", "[gate][che
 TEST_CASE("a buffer the state writer still views is no credit until the view goes", "[gate][checkpoint]") {
   network_memory memory(64 * segment_bytes, segment_bytes, 1);
   sync_wait(view_held_body(&memory), virtual_time());
+}
+
+TEST_CASE("a floating buffer the state writer still views stays charged to its channel until the view goes",
+          "[gate][checkpoint]") {
+  network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  sync_wait(view_held_floating_body(&memory), virtual_time());
 }
 
 TEST_CASE("a failed channel ends with a channel_failed item that says why", "[gate]") {

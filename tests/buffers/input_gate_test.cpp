@@ -409,10 +409,10 @@ TEST_CASE("scenario 19: credit accounting holds at every step of random runs and
   }
 }
 
-// Known bug (fixed on another branch): a floating buffer released while a view of it is alive
+// Was a bug (now fixed; this test failed before the fix): a floating buffer released while a view of it is alive
 // leaves the gate's floating count at once (input_gate::give_back), so the pool lends more segments
 // than the gate accounts for.
-TEST_CASE("scenario 19: credit accounting holds while the writer views floating buffers too", "[gate][!mayfail]") {
+TEST_CASE("scenario 19: credit accounting holds while the writer views floating buffers too", "[gate]") {
   for (unsigned seed : {1u, 2u, 3u, 17u, 4242u}) {
     network_memory memory(64 * segment_bytes, segment_bytes, 1);
     sync_wait(randomized(&memory, seed, views::any), virtual_time());

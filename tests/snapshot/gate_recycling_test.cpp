@@ -348,12 +348,12 @@ TEST_CASE("scenario 15: two channels recycling while the channel-state writer ho
   check_state_file(chk, s);
 }
 
-// Known bug (fixed on another branch): a floating buffer released while the writer still views it
+// Was a bug (now fixed; this test failed before the fix): a floating buffer released while the writer still views it
 // leaves the gate's floating count at once (input_gate::give_back), so the gate can take another
 // floating segment while the view holds the first: the pool lends more than the gate accounts for,
 // beyond the gate's bound when the pool has room.
 TEST_CASE("scenario 15: a floating buffer the writer still views counts against the gate's bound",
-          "[gate][channel_state_writer][scenario][!mayfail]") {
+          "[gate][channel_state_writer][scenario]") {
   temp_dir dir;
   const std::string chk = dir.file("chk-1");
   std::filesystem::create_directories(chk);

@@ -10,12 +10,16 @@
 // - When a buffer's last reference goes (buffer.hpp), its segment is recycled here, on the owner
 //   executor: it goes to the first waiter, which is SCHEDULED with it (never called: invariant 3);
 //   with no waiter it goes to the free list, or back to the segment_pool above the minimum.
+// - Pools of one executor share its segment_pool. A pool with waiters that is below its maximum
+//   queues there for a segment (segment.hpp): a segment ANY pool of the executor gives back goes to
+//   the longest-waiting such pool, which hands it to its first waiter, scheduled as above.
 // - A waiter that is stopped first resumes with nullopt and takes nothing. `close()` (and the
 //   destructor) wakes every waiter with nullopt; later requests get nullopt; buffers still out are
 //   recycled normally and their segments go back to the segment_pool.
-// - Debug bookkeeping: every segment has a state (not held / free / in use). A double recycle, a
-//   recycle into the wrong pool, or destruction with buffers outstanding is a violation: it is
-//   counted (violations()) and asserts, unless a test turned the assertion off.
+// - Bookkeeping, in every build: every segment has a state (not held / free / in use). A double
+//   recycle, a recycle into the wrong pool, or destruction with buffers outstanding is a violation:
+//   it is counted (violations()) and aborts the process (SLUICE_ASSERT, on in Release too), unless
+//   a test turned that off.
 //
 //   local_buffer_pool pool(memory.pool(i), 2, 8);
 //   std::optional<buffer> b = co_await pool.request();
@@ -23,6 +27,7 @@
 
 #include <sluice/buffers/buffer.hpp>
 #include <sluice/buffers/segment.hpp>
+#include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/detail/wait_list.hpp>
 #include <sluice/runtime/event.hpp>
 #include <sluice/runtime/executor.hpp>
@@ -34,7 +39,7 @@
 
 namespace sluice::buffers {
 
-class local_buffer_pool {
+class local_buffer_pool : private segment_waiter {
  public:
   // On the owner executor (the current one, or none for single-threaded use off any executor).
   // Throws std::invalid_argument for bad bounds, std::runtime_error if the minimum is not free.
@@ -54,8 +59,9 @@ class local_buffer_pool {
     }
     template <class P>
     void await_suspend(std::coroutine_handle<P> h) {
-      assert(pool_->on_owner() && "co_await request() off the pool's executor");
+      SLUICE_ASSERT(pool_->on_owner(), "co_await request() off the pool's executor");
       enqueue(pool_->waiters_, h, runtime::detail::stop_token_of(h));
+      pool_->wait_for_segment();
     }
     // Never touches the pool: a closed pool may be gone by now.
     std::optional<buffer> await_resume() noexcept { return std::move(result_); }
@@ -109,7 +115,7 @@ class local_buffer_pool {
     runtime::event* unique_watcher = nullptr;
   };
 
-  void check_owner() const noexcept { assert(on_owner() && "buffer pool used off its owning executor"); }
+  void check_owner() const noexcept { SLUICE_ASSERT(on_owner(), "buffer pool used off its owning executor"); }
   void violation(const char* what) noexcept;
   std::optional<std::uint32_t> take_slot() noexcept;
   buffer lend(std::uint32_t slot) noexcept;
@@ -119,6 +125,10 @@ class local_buffer_pool {
   void drop_ref_on_owner(std::uint32_t slot) noexcept;
   void recycle_slot(std::uint32_t slot) noexcept;
   void give_back(std::uint32_t slot) noexcept;
+  // segment_waiter: a waiter below the maximum can use a segment another pool gives back.
+  void wait_for_segment() noexcept;
+  bool wants_segment() const noexcept override;
+  void take_segment(std::byte* segment) noexcept override;
 
   segment_pool* segments_;
   runtime::executor* owner_;

@@ -6,7 +6,7 @@
 // - Construction takes `channels * exclusive_per_channel` EXCLUSIVE buffers from the local pool
 //   (std::runtime_error if the pool cannot supply them). FLOATING buffers are drawn from the same
 //   pool on demand, at most `floating` at a time for the whole gate, and go back to the pool when
-//   the consumer releases them.
+//   the consumer releases them (once no view holds them: see view-held below).
 // - Every free buffer a channel holds is one credit. New credit (initially the exclusive buffers,
 //   later recycled exclusive buffers and assigned floating buffers) is collected by
 //   `take_credit_announcements()`, which the transport / local channel forwards to the senders.
@@ -26,13 +26,15 @@
 //   (invariant 3). nullopt once `finished()` (every channel's end-of-partition consumed), when the
 //   gate is destroyed, or when the waiting task is stopped. Dropping / release()-ing the item's
 //   gate_buffer returns an exclusive segment to its channel (new credit) and a floating one to the
-//   pool.
+//   pool (a view-held one only when its view goes).
 // - Checkpoint support. block(c) holds channel c's data and in-band events back from next() (aligned
 //   alignment); priority events still pass. queued_data_views(c) returns views of the data buffers
-//   queued on c (unaligned channel-state capture; no copy). An exclusive buffer released while a view
-//   of it is alive (the channel-state writer still writing it) is VIEW-HELD: it is no credit until
-//   its last view goes, then it turns into new credit. So a slow state write slows that channel down
-//   instead of growing memory.
+//   queued on c (unaligned channel-state capture; no copy). A buffer released while a view of it is
+//   alive (the channel-state writer still writing it) is VIEW-HELD, exclusive or floating: it stays
+//   charged to its channel and is no credit until its last view goes; then an exclusive one turns
+//   into new credit and a floating one goes back to the pool (and from there to the
+//   longest-waiting channel). So a slow state write slows that channel down instead of growing
+//   memory, and the gate never has more than `floating` floating segments, view-held ones included.
 // - `co_await wait_credit()` returns once take_credit_announcements() has something to say; the
 //   transport's credit pump waits on it.
 // - fail_channel(c, why) ends channel c with a channel_failed event carrying no data (failure(c) says
@@ -50,11 +52,22 @@
 //        + sender_held(c)        requested by the sender, not yet delivered
 //        + queued(c)             delivered data buffers not yet taken by the consumer
 //        + consumer_held(c)      handed to the consumer, not yet released
-//        + view_held(c)          released by the consumer, a view still alive (state writer)
+//        + view_held(c)          released by the consumer, a view still alive (state writer);
+//                                exclusive or floating: a floating one stays in
+//                                floating_assigned(c) until its view goes
 //
 //   and announced_unused(c) + unannounced(c) == free buffers actually held by c,
-//   and sum_c floating_assigned(c) <= floating,
-//   and the gate's pool segments in use == sum_c (exclusive_per_channel + floating_assigned(c)).
+//   and sum_c floating_assigned(c) == floating_in_use() <= floating,
+//   and the gate's pool segments in use == segments_held() == sum over live channels c of
+//   (exclusive_per_channel + floating_assigned(c)). A view-held buffer is a pool segment in use,
+//   so it must be charged to its channel: a floating buffer that left floating_assigned(c) while a
+//   view held it would balance both sides above and yet be charged to nobody, and the gate could
+//   lend one more floating buffer than `floating`. The pool may serve others too and a released
+//   channel's buffers go back as they come home, so check_credit_accounting() checks the pool
+//   clause as pool in_use() >= segments_held(); it is exact for a pool of this gate alone.
+//
+//   Debug builds assert this at the exit of every public mutator; in every build, the counters
+//   never go below zero and the ownership checks stay on (SLUICE_ASSERT).
 //
 //   input_gate gate(pool, {.channels = 4});
 //   for (auto [ch, n] : gate.take_credit_announcements()) send_credit(ch, n);
@@ -62,6 +75,7 @@
 
 #include <sluice/buffers/buffer.hpp>
 #include <sluice/buffers/buffer_pool.hpp>
+#include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/detail/wait_list.hpp>
 #include <sluice/runtime/event.hpp>
 #include <sluice/runtime/executor.hpp>
@@ -219,7 +233,7 @@ class input_gate {
     }
     template <class P>
     void await_suspend(std::coroutine_handle<P> h) {
-      assert(gate_->on_owner() && "co_await next() off the gate's executor");
+      SLUICE_ASSERT(gate_->on_owner(), "co_await next() off the gate's executor");
       enqueue(gate_->waiters_, h, runtime::detail::stop_token_of(h));
     }
     // Never touches the gate.
@@ -286,10 +300,14 @@ class input_gate {
     std::optional<gate_event> event;
     std::size_t overtaken = 0;  // a priority event: data buffers queued ahead of it at delivery
   };
+  struct parked_buffer {
+    buffer buf;
+    bool floating = false;
+  };
   struct channel_state {
     std::vector<buffer> free_exclusive;
     std::vector<buffer> free_floating;
-    std::vector<buffer> parked;  // view-held exclusive buffers
+    std::vector<parked_buffer> parked;  // view-held buffers, exclusive and floating
     std::deque<entry> queue;
     std::string failure;
     std::size_t priority_front = 0;  // priority events at the front of `queue`
@@ -308,7 +326,11 @@ class input_gate {
     bool released = false;
   };
 
-  void check_owner() const noexcept { assert(on_owner() && "input gate used off its owning executor"); }
+  void check_owner() const noexcept { SLUICE_ASSERT(on_owner(), "input gate used off its owning executor"); }
+  // Debug builds: the identity above holds at the exit of every public mutator (an
+  // accounting_guard's destructor checks it); under NDEBUG both compile to nothing.
+  struct accounting_guard;
+  void assert_credit_accounting() const noexcept;
   channel_state& at(std::uint32_t channel);
   std::size_t deficit(const channel_state& c) const noexcept;
   void note_backlog(std::uint32_t channel, std::size_t backlog);
@@ -318,6 +340,8 @@ class input_gate {
   void give_back(gate_buffer& b) noexcept;
   bool takeable(const channel_state& c) const noexcept;
   void reclaim_parked();
+  // A floating buffer whose handle is its last reference goes back to the pool.
+  void release_floating(channel_state& c, buffer& b) noexcept;
   void mark_ended(channel_state& c);
 
   local_buffer_pool* pool_;

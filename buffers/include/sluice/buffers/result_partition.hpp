@@ -33,6 +33,7 @@
 #include <sluice/buffers/buffer_pool.hpp>
 #include <sluice/buffers/codec.hpp>
 #include <sluice/buffers/record_serializer.hpp>
+#include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/event.hpp>
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/task.hpp>
@@ -224,7 +225,7 @@ class result_partition {
   };
 
   void check_owner() const noexcept {
-    assert(runtime::executor::current() == owner_ && "result partition used off its owning executor");
+    SLUICE_ASSERT(runtime::executor::current() == owner_, "result partition used off its owning executor");
   }
   subpartition_state& at(std::size_t subpartition) const;
   void begin_emit(std::size_t subpartition);

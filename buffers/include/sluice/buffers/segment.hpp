@@ -6,8 +6,14 @@
 //   share: executor i owns the segments of `pool(i)`. Nothing is allocated afterwards (invariant 6).
 // - `segment_pool` is one executor's free list of its segments. It belongs to that executor: the
 //   first executor that takes or gives a segment becomes its owner, and every later call asserts it
-//   runs there (invariant 1). take/give never allocate: the free list is a stack sized up front.
+//   runs there (invariant 1, SLUICE_ASSERT: on in every build). take/give never allocate: the free
+//   list is a stack sized up front. A segment given back twice, or never taken, aborts.
 // - Local buffer pools (buffer_pool.hpp) draw their segments from the segment_pool of their executor.
+//   A pool whose waiters could use one more segment (it is below its maximum) queues here, FIFO,
+//   as a segment_waiter. A segment given back goes to the first pool in that queue that can still
+//   take it, ahead of the free list, and that pool hands it to its oldest waiter by scheduling it
+//   (invariant 3); a pool that still waits goes to the back, so pools take turns. So a segment one
+//   pool gives back is never left free while a waiter of another pool waits for one.
 //
 //   network_memory memory(64 << 20, 32 << 10, engine.size());
 //   segment_pool& mine = memory.pool(executor_index);
@@ -24,6 +30,28 @@ namespace sluice::buffers {
 inline constexpr std::size_t default_segment_bytes = 32 * 1024;
 inline constexpr std::size_t min_segment_bytes = 4 * 1024;
 
+// A local buffer pool waiting for a segment of its executor's segment_pool. Intrusive, so queuing
+// never allocates; the pool unqueues itself (cancel_wait) before it goes.
+class segment_waiter {
+ public:
+  // True while it has a waiter and is below its maximum.
+  virtual bool wants_segment() const noexcept = 0;
+  // Takes `segment` for its oldest waiter and schedules that waiter; it runs nothing of it now.
+  virtual void take_segment(std::byte* segment) noexcept = 0;
+
+ protected:
+  segment_waiter() = default;
+  ~segment_waiter() = default;
+  segment_waiter(const segment_waiter&) = delete;
+  segment_waiter& operator=(const segment_waiter&) = delete;
+
+ private:
+  friend class segment_pool;
+  segment_waiter* prev_ = nullptr;
+  segment_waiter* next_ = nullptr;
+  bool queued_ = false;
+};
+
 class segment_pool {
  public:
   segment_pool(std::byte* base, std::size_t segment_bytes, std::uint32_t first_index, std::uint32_t segments);
@@ -32,8 +60,15 @@ class segment_pool {
 
   // A free segment (segment_bytes long), or null when every segment is taken.
   std::byte* take() noexcept;
-  // Returns a segment taken from this pool.
+  // Returns a segment taken from this pool: to the first queued waiter that wants it, else to the
+  // free list.
   void give(std::byte* segment) noexcept;
+  // Queues `w` (once; FIFO) to be offered the next segment given back. On the owner executor.
+  void wait_for_segment(segment_waiter& w) noexcept;
+  // Unqueues `w` if it is queued. Idempotent.
+  void cancel_wait(segment_waiter& w) noexcept;
+  // Pools queued for a segment (some may no longer want one: they are skipped when offered).
+  std::size_t waiting_pools() const noexcept { return waiting_count_; }
 
   std::size_t segment_bytes() const noexcept { return segment_bytes_; }
   std::size_t total_segments() const noexcept { return segments_; }
@@ -54,13 +89,19 @@ class segment_pool {
 
  private:
   void check_owner() noexcept;
+  void unlink(segment_waiter& w) noexcept;
+  void link_back(segment_waiter& w) noexcept;
 
   std::byte* base_;
   std::size_t segment_bytes_;
   std::uint32_t first_index_;
   std::uint32_t segments_;
   std::vector<std::uint32_t> free_;  // slots; capacity reserved up front, so push/pop never allocate
+  std::vector<std::uint8_t> taken_;  // per slot: 1 while taken (a double give is caught)
   runtime::executor* owner_ = nullptr;
+  segment_waiter* waiting_head_ = nullptr;  // FIFO of pools waiting for a segment
+  segment_waiter* waiting_tail_ = nullptr;
+  std::size_t waiting_count_ = 0;
 };
 
 class network_memory {

@@ -68,7 +68,9 @@ class file {
   runtime::task<result<std::size_t>> write_at(std::span<const std::byte> data, std::uint64_t offset);
 
   // Writes every byte, looping over short writes. A write that makes no progress is an error
-  // (errc::no_progress), never an endless loop.
+  // (errc::no_progress), never an endless loop. It submits the rest of a short write without
+  // asking: a caller that must be able to stop between two submissions (the channel-state writer
+  // once its checkpoint is aborted) loops on write_at itself.
   runtime::task<result<void>> write_all(std::span<const std::byte> data, std::uint64_t offset);
   // Reads until `buffer` is full or end of file; yields the bytes read (< size only at EOF).
   runtime::task<result<std::size_t>> read_full(std::span<std::byte> buffer, std::uint64_t offset);

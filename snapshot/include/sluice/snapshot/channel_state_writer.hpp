@@ -14,6 +14,9 @@
 //   writer-owned coroutine (the pump) writes the records in call order at offsets fixed at enqueue
 //   (record header, then the payload straight from the buffer_view, no copy). A view is released
 //   after its write completes, or at the abort of its checkpoint: exactly once either way.
+// - Once abort(N) happened, no write for N is submitted: not the next record, not a payload after
+//   its header, not the rest of a write the kernel cut short (scenario 3; asserted). Writes already
+//   in flight complete.
 // - A call the writer cannot take (before start, after finish, after close, an old or aborted id,
 //   an event as data) returns an error naming the fault (writer_errc) and releases the buffers it
 //   was given. Nothing here throws for such a call, and no abort fails the task. An event among
@@ -62,6 +65,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -197,6 +201,10 @@ class channel_state_writer {
   runtime::task<void> write_next(checkpoint_job* job);
   static runtime::task<void> write_record(checkpoint_job* job, pending_write* record,
                                           std::optional<io::error>* failed);
+  static runtime::task<io::result<std::size_t>> submit_write(checkpoint_job* job, std::span<const std::byte> data,
+                                                             std::uint64_t offset);
+  static runtime::task<io::result<void>> write_unless_aborted(checkpoint_job* job, std::span<const std::byte> data,
+                                                              std::uint64_t offset);
   runtime::task<void> finalize(checkpoint_job* job);
   runtime::task<void> retire();
   void fail(checkpoint_job& job, const io::error& error);
