@@ -115,10 +115,14 @@ void change_one_letter(const std::string& path) {
   REQUIRE(f.good());
 }
 
-std::vector<fs::path> checkpoint_dirs(const std::string& root) {
+// The committed chk-N directories. A checkpoint still in flight when the job ended leaves its
+// directory with an empty _manifest (prepared, never committed): not a checkpoint.
+std::vector<fs::path> committed_checkpoint_dirs(const std::string& root) {
   std::vector<fs::path> out;
   for (const auto& e : fs::directory_iterator(root)) {
-    if (e.path().filename().string().rfind("chk-", 0) == 0) out.push_back(e.path());
+    if (e.path().filename().string().rfind("chk-", 0) != 0) continue;
+    const fs::path manifest = e.path() / "_manifest";
+    if (fs::exists(manifest) && fs::file_size(manifest) > 0) out.push_back(e.path());
   }
   return out;
 }
@@ -141,7 +145,7 @@ TEST_CASE("every checkpoint's manifest carries the fingerprint of the job that t
   job_builder job("wordcount");
   build_wordcount(job, {args.input, args.output, 2, 0});
   const job_fingerprint expected = fingerprint_job(job);
-  const auto dirs = checkpoint_dirs(dir.file("checkpoints"));
+  const auto dirs = committed_checkpoint_dirs(dir.file("checkpoints"));
   REQUIRE_FALSE(dirs.empty());
   for (const fs::path& chk : dirs) {
     const auto m = manifest_of(chk);
@@ -309,7 +313,7 @@ TEST_CASE("a checkpoint that records no fingerprint predates identity checks and
   const wordcount_args args{dir.file("input.txt"), dir.file("out")};
   REQUIRE(run_wordcount(dir, args).exit_code == 0);
   // Rewrite every manifest as a build before fingerprints wrote it.
-  for (const fs::path& chk : checkpoint_dirs(dir.file("checkpoints"))) {
+  for (const fs::path& chk : committed_checkpoint_dirs(dir.file("checkpoints"))) {
     auto m = manifest_of(chk);
     REQUIRE(m.metadata.erase(std::string(sluice::snapshot::job_fingerprint_key)) == 1);
     std::ofstream(chk / "_manifest", std::ios::binary | std::ios::trunc) << sluice::snapshot::encode_manifest(m);
