@@ -11,6 +11,7 @@
 
 #include <support/backends.hpp>
 #include <support/run_on.hpp>
+#include <support/sanitizers.hpp>
 
 #include "channel_fixture.hpp"
 
@@ -165,13 +166,14 @@ TEST_CASE("a priority event queued while the sender waits for credit goes at onc
 
 TEST_CASE("local channels across executors carry 10 million records, none lost, duplicated or reordered",
           "[local][channel]") {
+  constexpr std::uint64_t records = sluice::test::scaled_for_tsan(10'000'000);
   engine eng({.executors = 2, .handle_signals = false});
   network_memory memory(64 << 20, 32 << 10, 2);
   const receive_report report = eng.block_on(
-      transfer(&eng.at(0), &eng.at(1), &memory, 0, 1, 8, 10'000'000, 24, std::chrono::milliseconds(100)));
+      transfer(&eng.at(0), &eng.at(1), &memory, 0, 1, 8, records, 24, std::chrono::milliseconds(100)));
   CHECK(report.error.empty());
-  CHECK(report.records == 10'000'000);
-  for (std::uint64_t n : report.per_channel) CHECK(n == 10'000'000 / 8);
+  CHECK(report.records == records);
+  for (std::uint64_t n : report.per_channel) CHECK(n == records / 8);
   check_ends(report);
 }
 

@@ -12,6 +12,7 @@
 #include <sluice/runtime/when_all.hpp>
 
 #include <support/run_on.hpp>
+#include <support/sanitizers.hpp>
 
 #include "channel_fixture.hpp"
 
@@ -107,15 +108,16 @@ task<tcp_report> tcp_transfer(executor* a, executor* home_a, executor* b, execut
 
 TEST_CASE("remote channels over loopback carry 10 million records, none lost, duplicated or reordered",
           "[tcp][channel]") {
+  constexpr std::uint64_t records = sluice::test::scaled_for_tsan(10'000'000);
   transports keep;  // outlives the engine
   engine eng({.executors = 2, .handle_signals = false});
   network_memory memory(64 << 20, 32 << 10, 2);
-  const tcp_report r = eng.block_on(tcp_transfer(&eng.at(0), &eng.at(0), &eng.at(1), &eng.at(1), &memory, 8,
-                                                 10'000'000, std::chrono::milliseconds(100), &keep));
+  const tcp_report r = eng.block_on(tcp_transfer(&eng.at(0), &eng.at(0), &eng.at(1), &eng.at(1), &memory, 8, records,
+                                                 std::chrono::milliseconds(100), &keep));
   eng.stop();
   CHECK(r.report.error.empty());
-  CHECK(r.report.records == 10'000'000);
-  for (std::uint64_t n : r.report.per_channel) CHECK(n == 10'000'000 / 8);
+  CHECK(r.report.records == records);
+  for (std::uint64_t n : r.report.per_channel) CHECK(n == records / 8);
   check_tcp_ends(r);
 }
 

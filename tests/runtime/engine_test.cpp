@@ -5,6 +5,7 @@
 #include <sluice/runtime/timer.hpp>
 
 #include <support/fd_count.hpp>
+#include <support/sanitizers.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -55,9 +56,10 @@ task<void> read_forever(int fd) {
 }  // namespace
 
 TEST_CASE("a task crosses between executors a million times", "[engine]") {
+  constexpr std::uint64_t crossings = sluice::test::scaled_for_tsan(1'000'000);
   engine eng({.executors = 2, .handle_signals = false});
-  const hops h = eng.block_on(ping_pong(&eng.at(0), &eng.at(1), 1'000'000));
-  REQUIRE(h.made == 1'000'000);
+  const hops h = eng.block_on(ping_pong(&eng.at(0), &eng.at(1), crossings));
+  REQUIRE(h.made == crossings);
   REQUIRE(h.misplaced == 0);
 }
 
