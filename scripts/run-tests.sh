@@ -3,11 +3,13 @@
 #   1. Release build (Ninja) and the Catch2 tests through ctest;
 #   2. install into a temporary prefix, then build and run a consumer project
 #      (tests/install) against the installed CMake package;
-#   3. an ASan+UBSan build (-O1 -g, tests only) and the tests again.
+#   3. an ASan+UBSan build (-O1 -g, tests only) and the tests again;
+#   4. a ThreadSanitizer build (-O1 -g, tests only) and the tests again.
 #
 # Environment:
 #   SLUICE_BUILD_DIR=<dir>  base of the build trees (default: <repo>/build)
 #   SLUICE_SKIP_ASAN=1      skip step 3
+#   SLUICE_SKIP_TSAN=1      skip step 4
 #   SLUICE_JOBS=<n>         parallelism (default: nproc)
 #   SLUICE_TEST_TIMEOUT=<s> per-test-case timeout (default: 300)
 #   SLUICE_SKIP_DEPS=1      don't check/install Debian packages
@@ -105,7 +107,34 @@ if [[ "${SLUICE_SKIP_ASAN:-0}" != 1 ]]; then
   asan_result="$(count_tests "$asan") tests passed"
 fi
 
+# ---- 4. thread sanitizer ---------------------------------------------------
+# The engine's threads, the inbox and cross-executor releases: the races a single-threaded
+# simulation cannot see. Any report fails the test that produced it (TSan exits 66).
+tsan_result="skipped (SLUICE_SKIP_TSAN=1)"
+if [[ "${SLUICE_SKIP_TSAN:-0}" != 1 ]]; then
+  tsan="$build_base/tsan"
+  tsan_start=$SECONDS
+  step="tsan configure"
+  say "configuring ThreadSanitizer build in $tsan"
+  cmake -S "$repo" -B "$tsan" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DSLUICE_TSAN=ON -DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_APPS=OFF \
+    -DSLUICE_TEST_TIMEOUT="$test_timeout"
+
+  step="tsan build"
+  say "building ThreadSanitizer (-j$jobs)"
+  cmake --build "$tsan" -j "$jobs"
+
+  step="tsan tests"
+  say "running tests under ThreadSanitizer (-j$jobs)"
+  # halt_on_error: the first report ends that test, with the report in its output.
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir "$tsan" --output-on-failure --no-tests=error -j "$jobs"
+  tsan_result="$(count_tests "$tsan") tests passed in $((SECONDS - tsan_start))s"
+fi
+
 step="summary"
 echo
 echo "run-tests: PASSED in $((SECONDS - start))s — release: $release_tests tests passed;" \
-     "install consumer: $install_result; asan+ubsan: $asan_result"
+     "install consumer: $install_result; asan+ubsan: $asan_result; tsan: $tsan_result"
