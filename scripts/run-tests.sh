@@ -4,20 +4,22 @@
 #   2. install into a temporary prefix, then build and run a consumer project
 #      (tests/install) against the installed CMake package;
 #   3. an ASan+UBSan build (-O1 -g, tests only) and the tests again;
-#   4. the deterministic simulation: 2,000+ seeds of the sample jobs under faults and crashes
+#   4. a ThreadSanitizer build (-O1 -g, tests only) and the tests again;
+#   5. the deterministic simulation: 2,000+ seeds of the sample jobs under faults and crashes
 #      (scripts/simulate.sh), then the planted bugs it must find (scripts/simulate-plants.sh). The
 #      Release build of step 1 carries the planted bugs for this (-DSLUICE_PLANTS=ON), switched off
 #      unless `sluice simulate --plant` asks; the demo's build and an install of your own do not.
-#   5. the fuzz targets (clang 14, libFuzzer): each replays its committed corpus, then fuzzes for
+#   6. the fuzz targets (clang 14, libFuzzer): each replays its committed corpus, then fuzzes for
 #      SLUICE_FUZZ_SECONDS (scripts/fuzz.sh; its own build tree, <build>/fuzz).
 #
 # Environment:
 #   SLUICE_BUILD_DIR=<dir>  base of the build trees (default: <repo>/build)
 #   SLUICE_SKIP_ASAN=1      skip step 3
-#   SLUICE_SKIP_SIM=1       skip step 4
-#   SLUICE_SIM_SEEDS=<n>    seeds per job and fault class in step 4 (default 130)
-#   SLUICE_SKIP_FUZZ=1      skip step 5
-#   SLUICE_FUZZ_SECONDS=<s> fuzzing time per target in step 5 (default: 30)
+#   SLUICE_SKIP_TSAN=1      skip step 4
+#   SLUICE_SKIP_SIM=1       skip step 5
+#   SLUICE_SIM_SEEDS=<n>    seeds per job and fault class in step 5 (default 130)
+#   SLUICE_SKIP_FUZZ=1      skip step 6
+#   SLUICE_FUZZ_SECONDS=<s> fuzzing time per target in step 6 (default: 30)
 #   SLUICE_JOBS=<n>         parallelism (default: nproc)
 #   SLUICE_TEST_TIMEOUT=<s> per-test-case timeout (default: 300)
 #   SLUICE_SKIP_DEPS=1      don't check/install Debian packages
@@ -115,7 +117,34 @@ if [[ "${SLUICE_SKIP_ASAN:-0}" != 1 ]]; then
   asan_result="$(count_tests "$asan") tests passed"
 fi
 
-# ---- 4. the deterministic simulation ---------------------------------------
+# ---- 4. thread sanitizer ---------------------------------------------------
+# The engine's threads, the inbox and cross-executor releases: the races a single-threaded
+# simulation cannot see. Any report fails the test that produced it (TSan exits 66).
+tsan_result="skipped (SLUICE_SKIP_TSAN=1)"
+if [[ "${SLUICE_SKIP_TSAN:-0}" != 1 ]]; then
+  tsan="$build_base/tsan"
+  tsan_start=$SECONDS
+  step="tsan configure"
+  say "configuring ThreadSanitizer build in $tsan"
+  cmake -S "$repo" -B "$tsan" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DSLUICE_TSAN=ON -DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_APPS=OFF \
+    -DSLUICE_TEST_TIMEOUT="$test_timeout"
+
+  step="tsan build"
+  say "building ThreadSanitizer (-j$jobs)"
+  cmake --build "$tsan" -j "$jobs"
+
+  step="tsan tests"
+  say "running tests under ThreadSanitizer (-j$jobs)"
+  # halt_on_error: the first report ends that test, with the report in its output.
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir "$tsan" --output-on-failure --no-tests=error -j "$jobs"
+  tsan_result="$(count_tests "$tsan") tests passed in $((SECONDS - tsan_start))s"
+fi
+
+# ---- 5. the deterministic simulation ---------------------------------------
 sim_result="skipped (SLUICE_SKIP_SIM=1)"
 if [[ "${SLUICE_SKIP_SIM:-0}" != 1 ]]; then
   step="simulation seeds"
@@ -132,7 +161,7 @@ if [[ "${SLUICE_SKIP_SIM:-0}" != 1 ]]; then
   fi
 fi
 
-# ---- 5. fuzzing ------------------------------------------------------------
+# ---- 6. fuzzing ------------------------------------------------------------
 # Self-contained: its own build tree and its own result line (scripts/fuzz.sh).
 if [[ "${SLUICE_SKIP_FUZZ:-0}" != 1 ]]; then
   step="fuzz"
@@ -149,4 +178,4 @@ fi
 step="summary"
 echo
 echo "run-tests: PASSED in $((SECONDS - start))s — release: $release_tests tests passed;" \
-     "install consumer: $install_result; asan+ubsan: $asan_result; simulation: $sim_result"
+     "install consumer: $install_result; asan+ubsan: $asan_result; tsan: $tsan_result; simulation: $sim_result"

@@ -42,6 +42,10 @@ executor::executor(executor_options options)
 
 executor::~executor() {
   shutdown();
+  // A producer's message can run, and lead to this destruction, before the producer has left
+  // post_node (it still reads sleeping_ and may write wake_fd_): wait for it. It is past its push
+  // and needs at most one eventfd write, so this waits for microseconds, not for work.
+  while (producers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   ::close(wake_fd_);
 }
 
@@ -68,15 +72,24 @@ void executor::on_wake(io_op& op) noexcept {
   if (!ex->shut_down_) ex->arm_wake();
 }
 
+// Lifetime: once the push below has published `node`, the owner may run it, and what it does may
+// end with this executor destroyed, while we still read sleeping_ and write wake_fd_. So a producer
+// counts itself in producers_ before the push (that increment happens-before the owner runs the
+// message, and so before its destruction) and out after its last access; ~executor waits for zero.
+// Wake-up: the push (a seq_cst exchange) and the seq_cst load of sleeping_ pair with the owner's
+// seq_cst store of sleeping_ and load of the inbox head (wait_for_work): one of the two sides sees
+// the other's write, so either the owner finds the message or we find it asleep. The fast path
+// (owner busy) is three atomic read-modify-writes on two cache lines and no syscall.
 void executor::post_node(detail::inbox_node* node) noexcept {
+  producers_.fetch_add(1, std::memory_order_relaxed);
   inbox_.push(node);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleeping_.load(std::memory_order_relaxed) && sleeping_.exchange(false, std::memory_order_acq_rel)) {
+  if (sleeping_.load(std::memory_order_seq_cst) && sleeping_.exchange(false, std::memory_order_acq_rel)) {
     wakeups_sent_.fetch_add(1, std::memory_order_relaxed);
     std::uint64_t one = 1;
     while (::write(wake_fd_, &one, sizeof one) < 0 && errno == EINTR) {
     }
   }
+  producers_.fetch_sub(1, std::memory_order_release);
 }
 
 void executor::request_stop() noexcept {

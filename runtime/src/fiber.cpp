@@ -18,6 +18,12 @@
 // __sanitizer_start_switch_fiber / __sanitizer_finish_switch_fiber, and a stack's shadow is
 // unpoisoned before it is unmapped (a frame that never returned, such as Boost's fiber_entry,
 // leaves poisoned redzones that a later mapping at the same address would inherit).
+// TSan: each fiber gets its own TSan context (shadow call stack and vector clock), entered right
+// before each jump onto the fiber's stack and left right before the jump back. The driver's
+// context is learnt at every switch in. A finishing fiber returns through Boost's frames, which
+// TSan saw entered on the fiber's context, so the driver takes its context back only once the
+// fiber has left for good (switch_in). Creation runs on the fiber's context too: Boost enters
+// fiber_entry on the new stack and jumps straight back, and that frame belongs to the fiber.
 
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/fiber.hpp>
@@ -49,6 +55,10 @@
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
+#include "sanitizers.hpp"
+#if defined(SLUICE_TSAN_ACTIVE)
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace sluice::runtime {
 
@@ -74,6 +84,36 @@ inline void start_switch([[maybe_unused]] void** fake_stack, [[maybe_unused]] st
 inline void finish_switch([[maybe_unused]] void* fake_stack, [[maybe_unused]] stack_bounds* from) noexcept {
 #if defined(SLUICE_FIBER_ASAN)
   __sanitizer_finish_switch_fiber(fake_stack, from ? &from->bottom : nullptr, from ? &from->size : nullptr);
+#endif
+}
+
+// TSan's context for the code running now (a thread's or a fiber's); null without TSan.
+inline void* tsan_current() noexcept {
+#if defined(SLUICE_TSAN_ACTIVE)
+  return __tsan_get_current_fiber();
+#else
+  return nullptr;
+#endif
+}
+
+// Right before a jump: TSan attributes what follows to `to`, ordered after what came before.
+inline void tsan_switch([[maybe_unused]] void* to) noexcept {
+#if defined(SLUICE_TSAN_ACTIVE)
+  __tsan_switch_to_fiber(to, 0);
+#endif
+}
+
+inline void* tsan_create() noexcept {
+#if defined(SLUICE_TSAN_ACTIVE)
+  return __tsan_create_fiber(0);
+#else
+  return nullptr;
+#endif
+}
+
+inline void tsan_destroy([[maybe_unused]] void* context) noexcept {
+#if defined(SLUICE_TSAN_ACTIVE)
+  if (context != nullptr) __tsan_destroy_fiber(context);
 #endif
 }
 
@@ -111,17 +151,23 @@ class fiber_core {
                                   " bytes (out of memory, or of vm.max_map_count: each fiber maps two regions)");
     }
     fiber_stack_ = {static_cast<char*>(stack.sp) - stack.size, stack.size};
+    fiber_tsan_ = tsan_create();
+    void* const creator_tsan = tsan_current();
+    tsan_switch(fiber_tsan_);
     // Boost jumps onto the new stack and straight back here, before any of our code runs there.
     fiber_ = ctx::fiber(std::allocator_arg, ctx::preallocated(stack.sp, stack.size, stack), allocator,
                         entry_fn{this});
+    tsan_switch(creator_tsan);
   }
 
   ~fiber_core() {
-    if (!fiber_) return;  // finished
-    // The driver is being destroyed while the fiber is suspended: unwind the fiber's stack.
-    unwinding_ = true;
-    switch_in();
-    assert(!fiber_ && "fiber did not finish while unwinding");
+    if (fiber_) {
+      // The driver is being destroyed while the fiber is suspended: unwind the fiber's stack.
+      unwinding_ = true;
+      switch_in();
+      assert(!fiber_ && "fiber did not finish while unwinding");
+    }
+    tsan_destroy(fiber_tsan_);
   }
 
   fiber_core(const fiber_core&) = delete;
@@ -135,7 +181,11 @@ class fiber_core {
     fiber_core* previous = std::exchange(current_core, this);
     void* fake_stack = nullptr;
     start_switch(&fake_stack, fiber_stack_);
+    driver_tsan_ = tsan_current();
+    tsan_switch(fiber_tsan_);
     fiber_ = std::move(fiber_).resume();
+    // A suspending fiber gave the driver its context back before jumping; a finished one did not.
+    if (!fiber_) tsan_switch(driver_tsan_);
     finish_switch(fake_stack, nullptr);
     current_core = previous;
   }
@@ -156,6 +206,7 @@ class fiber_core {
     request_ = std::move(request);
     void* fake_stack = nullptr;
     start_switch(&fake_stack, driver_stack_);
+    tsan_switch(driver_tsan_);
     driver_ = std::move(driver_).resume();
     finish_switch(fake_stack, &driver_stack_);
     if (unwinding_) throw fiber_unwind{};
@@ -187,6 +238,8 @@ class fiber_core {
   void* context_;
   stack_bounds fiber_stack_{};
   stack_bounds driver_stack_{};  // learnt at every switch in: the driver may run on any stack
+  void* fiber_tsan_ = nullptr;   // TSan contexts (null without TSan); the driver's is learnt too
+  void* driver_tsan_ = nullptr;
   ctx::fiber fiber_{};           // the suspended fiber, held by the driver
   ctx::fiber driver_{};          // the suspended driver, held by the running fiber
   task<void> request_{};

@@ -125,6 +125,7 @@ TEST_CASE("a double recycle, a recycle into the wrong pool and a foreign segment
 namespace {
 
 struct foreign_seen {
+  bool started_home = false;
   std::uint64_t recycled_after_home_drop = 99;
   std::uint64_t recycled = 0;
   std::uint64_t recycled_later = 0;
@@ -132,7 +133,6 @@ struct foreign_seen {
   std::size_t in_use = 99;
   std::size_t available = 0;
   std::uint64_t violations = 99;
-  bool started_home = false;
   std::string read_away;
 };
 
@@ -201,5 +201,6 @@ TEST_CASE("a buffer released on a foreign executor is recycled by its owner exac
   REQUIRE(seen.foreign_releases == 3);
   REQUIRE(seen.in_use == 0);
   REQUIRE(seen.available == 1);
+  REQUIRE(seen.violations == 0);
   REQUIRE(memory.pool(0).free_segments() == 4);
 }

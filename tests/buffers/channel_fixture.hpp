@@ -2,6 +2,8 @@
 // Both ends of a channel test: a producer that emits numbered records round-robin, a consumer
 // that checks each channel's records arrive in order, once, and the objects of each side (made on
 // their executors). Shared by the local channel and TCP transport tests.
+// The sides run on executor threads, where Catch2 must not be used: they record what they saw in
+// the receive_report, and the test asserts on it (check_ends) once the transfer is over.
 
 #include <sluice/buffers/channel.hpp>
 #include <sluice/buffers/local_channel.hpp>
@@ -31,10 +33,26 @@ struct receive_report {
   std::uint64_t records = 0;
   std::vector<std::uint64_t> per_channel;
   std::string error;  // empty when every channel's records came in order, once
+  // Each written once by the side it describes, on that side's executor.
+  bool produced_all = false;                        // the producer's finish() succeeded
+  std::string credit_accounting = "never checked";  // the gate's identity at the end: empty if it held
+  std::size_t sender_in_use = 99;                   // segments the sender's pool still lent at its end
+  std::size_t sender_violations = 99;
+  std::size_t receiver_violations = 99;
 };
 
-// Emits `records` records round-robin over the partition's subpartitions, then finishes.
-inline task<void> produce(result_partition* out, std::uint64_t records) {
+// On the test's thread, after a transfer that ran both sides to their end.
+inline void check_ends(const receive_report& r) {
+  CHECK(r.produced_all);
+  CHECK(r.credit_accounting.empty());
+  CHECK(r.sender_in_use == 0);
+  CHECK(r.sender_violations == 0);
+  CHECK(r.receiver_violations == 0);
+}
+
+// Emits `records` records round-robin over the partition's subpartitions, then finishes; sets
+// `*finished` if the finish succeeded.
+inline task<void> produce(result_partition* out, std::uint64_t records, bool* finished) {
   const std::size_t channels = out->subpartitions();
   std::vector<std::uint64_t> next(channels, 0);
   for (std::uint64_t k = 0; k < records; ++k) {
@@ -42,8 +60,7 @@ inline task<void> produce(result_partition* out, std::uint64_t records) {
     const bool ok = co_await out->emit(record_of(ch, next[ch]++), ch);
     if (!ok) co_return;  // stopped while waiting for a buffer; the receiver's count tells
   }
-  const bool finished = co_await out->finish();
-  CHECK(finished);
+  *finished = co_await out->finish();
 }
 
 // A consumer the test paces (on the consumer's executor): it takes the next item only while it has
@@ -127,26 +144,26 @@ inline task<void> connect_all(receiver_side* r, sender_side* s) {
 }
 inline task<void> join_all(std::vector<task<void>> jobs) { co_await when_all(std::move(jobs)); }
 
-inline task<void> run_senders(sender_side* s, std::uint64_t records) {
+inline task<void> run_senders(sender_side* s, std::uint64_t records, receive_report* report) {
   std::vector<task<void>> jobs;
-  jobs.push_back(produce(&s->partition, records));
+  jobs.push_back(produce(&s->partition, records, &report->produced_all));
   jobs.push_back(s->partition.run_flusher());
   for (auto& ch : s->channels) jobs.push_back(ch->sender().run());
   co_await when_all(std::move(jobs));
 }
 inline task<void> run_receiver(receiver_side* r, receive_report* report, pacing* pace = nullptr) {
   co_await when_all(consume(&r->gate, report, pace), r->pump.run());
-  CHECK(r->gate.check_credit_accounting().empty());
+  report->credit_accounting = r->gate.check_credit_accounting();
 }
-inline task<void> destroy_sender(std::unique_ptr<sender_side> s) {
+inline task<void> destroy_sender(std::unique_ptr<sender_side> s, receive_report* report) {
   // The receiver dropped the partition's buffers on its executor; their releases come home by post.
   for (int i = 0; i < 10000 && s->pool.in_use() > 0; ++i) co_await yield();
-  CHECK(s->pool.in_use() == 0);
-  CHECK(s->pool.violations() == 0);
+  report->sender_in_use = s->pool.in_use();
+  report->sender_violations = s->pool.violations();
   s.reset();
 }
-inline task<void> destroy_receiver(std::unique_ptr<receiver_side> r) {
-  CHECK(r->pool.violations() == 0);
+inline task<void> destroy_receiver(std::unique_ptr<receiver_side> r, receive_report* report) {
+  report->receiver_violations = r->pool.violations();
   r.reset();
   co_return;
 }

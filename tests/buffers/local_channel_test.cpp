@@ -11,6 +11,7 @@
 
 #include <support/backends.hpp>
 #include <support/run_on.hpp>
+#include <support/sanitizers.hpp>
 
 #include "channel_fixture.hpp"
 
@@ -42,10 +43,10 @@ task<receive_report> transfer(executor* a, executor* b, network_memory* memory, 
   }
   co_await run_on(b, connect_all(r.get(), s.get()));
   receive_report report;
-  co_await when_all(run_on(a, run_senders(s.get(), records)), run_on(b, run_receiver(r.get(), &report)));
+  co_await when_all(run_on(a, run_senders(s.get(), records, &report)), run_on(b, run_receiver(r.get(), &report)));
   // Let the views the receiver dropped come home before the pools go.
-  co_await run_on(b, destroy_receiver(std::move(r)));
-  co_await run_on(a, destroy_sender(std::move(s)));
+  co_await run_on(b, destroy_receiver(std::move(r), &report));
+  co_await run_on(a, destroy_sender(std::move(s), &report));
   co_return report;
 }
 
@@ -65,13 +66,15 @@ task<void> slow_consumer_body(network_memory* memory) {
   for (std::uint32_t c = 0; c < 2; ++c) r.pump.connect(c, *s.channels[c]);
   std::vector<task<void>> senders;
   for (auto& ch : s.channels) senders.push_back(ch->sender().run());
-  task<void> producer = produce(&s.partition, 100'000);
+  bool produced_all = false;
+  task<void> producer = produce(&s.partition, 100'000, &produced_all);
   task<void> pump = r.pump.run();
   senders.push_back(std::move(producer));
   senders.push_back(std::move(pump));
   // Run everything but the consumer for a while (virtual time): the producer must stall.
   const bool finished = co_await with_timeout(join_all(std::move(senders)), std::chrono::seconds(5));
   CHECK_FALSE(finished);  // timed out: the producer could not finish without a consumer
+  CHECK_FALSE(produced_all);
   CHECK(s.pool.held() <= pool_max);
   CHECK(r.gate.segments_held() <= 2 * 2 + 2);
   CHECK(r.gate.check_credit_accounting().empty());
@@ -163,13 +166,15 @@ TEST_CASE("a priority event queued while the sender waits for credit goes at onc
 
 TEST_CASE("local channels across executors carry 10 million records, none lost, duplicated or reordered",
           "[local][channel]") {
+  constexpr std::uint64_t records = sluice::test::scaled_for_tsan(10'000'000);
   engine eng({.executors = 2, .handle_signals = false});
   network_memory memory(64 << 20, 32 << 10, 2);
   const receive_report report = eng.block_on(
-      transfer(&eng.at(0), &eng.at(1), &memory, 0, 1, 8, 10'000'000, 24, std::chrono::milliseconds(100)));
+      transfer(&eng.at(0), &eng.at(1), &memory, 0, 1, 8, records, 24, std::chrono::milliseconds(100)));
   CHECK(report.error.empty());
-  CHECK(report.records == 10'000'000);
-  for (std::uint64_t n : report.per_channel) CHECK(n == 10'000'000 / 8);
+  CHECK(report.records == records);
+  for (std::uint64_t n : report.per_channel) CHECK(n == records / 8);
+  check_ends(report);
 }
 
 TEST_CASE("a local channel on one executor runs the same protocol, with flush timeout 0", "[local][channel]") {
@@ -177,6 +182,7 @@ TEST_CASE("a local channel on one executor runs the same protocol, with flush ti
   const receive_report report = sync_wait(on_this_executor(&memory, 3, 30'000, std::chrono::milliseconds(0)));
   CHECK(report.error.empty());
   CHECK(report.records == 30'000);
+  check_ends(report);
 }
 
 TEST_CASE("scenario 21: a slow consumer suspends the producer and memory stays at its bound", "[local][scenario]") {

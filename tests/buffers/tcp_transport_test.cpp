@@ -1,5 +1,8 @@
 // Remote channels over loopback TCP (tcp_transport.hpp): the credit protocol end to end, faults
 // that close one connection only (scenario 22), and peers that go away.
+// The bodies run on engine threads, where Catch2 must not be used: they record what they see and
+// the tests assert on it afterwards; a step that cannot go on throws (io::result::value()), and
+// block_on rethrows that on the test's thread.
 #include <sluice/buffers/crc32c.hpp>
 #include <sluice/buffers/frame.hpp>
 #include <sluice/buffers/tcp_transport.hpp>
@@ -10,6 +13,7 @@
 #include <sluice/runtime/when_all.hpp>
 
 #include <support/run_on.hpp>
+#include <support/sanitizers.hpp>
 
 #include "channel_fixture.hpp"
 
@@ -33,7 +37,6 @@ constexpr std::uint64_t partition_id = 7;
 
 task<std::unique_ptr<tcp_transport>> start_transport(transport_options options) {
   auto t = co_await tcp_transport::start(address::loopback_v4(), options);
-  REQUIRE(t.ok());
   co_return std::move(t).value();
 }
 task<void> close_transport(tcp_transport* t) { co_await t->close(); }
@@ -52,10 +55,10 @@ task<void> open_inputs(tcp_transport* t, address peer, receiver_side* r, std::ve
   co_return;
 }
 
-task<void> wait_inputs_closed(std::vector<remote_input*>* inputs) {
+task<void> wait_inputs_closed(std::vector<remote_input*>* inputs, std::size_t* closed) {
   for (remote_input* in : *inputs) {
-    const bool closed = co_await in->wait_closed();
-    CHECK(closed);
+    const bool ok = co_await in->wait_closed();
+    if (ok) ++*closed;
   }
 }
 
@@ -64,11 +67,24 @@ struct transports {
   std::unique_ptr<tcp_transport> receiving;
 };
 
+struct tcp_report {
+  receive_report report;
+  std::size_t inputs = 0;
+  std::size_t inputs_closed = 0;  // inputs whose wait_closed() said so
+  std::size_t connections = 0;    // the receiving transport's, after the transfer
+};
+
+void check_tcp_ends(const tcp_report& r) {
+  check_ends(r.report);
+  CHECK(r.inputs_closed == r.inputs);
+  CHECK(r.connections == 1);  // one connection carried every channel
+}
+
 // Partition on `a` served by a transport homed on `home_a`; gate on `b` fed by a transport homed on
 // `home_b`. The transports are handed back to be destroyed after the engine stopped.
-task<receive_report> tcp_transfer(executor* a, executor* home_a, executor* b, executor* home_b,
-                                  network_memory* memory, std::size_t channels, std::uint64_t records,
-                                  std::chrono::milliseconds flush, transports* keep) {
+task<tcp_report> tcp_transfer(executor* a, executor* home_a, executor* b, executor* home_b,
+                              network_memory* memory, std::size_t channels, std::uint64_t records,
+                              std::chrono::milliseconds flush, transports* keep) {
   keep->sending = co_await run_on(home_a, start_transport({}));
   keep->receiving = co_await run_on(home_b, start_transport({}));
   std::unique_ptr<sender_side> s = co_await run_on(a, make_sender(&memory->pool(0), channels, 24, flush));
@@ -76,30 +92,34 @@ task<receive_report> tcp_transfer(executor* a, executor* home_a, executor* b, ex
   std::unique_ptr<receiver_side> r = co_await run_on(b, make_receiver(&memory->pool(1), channels, 8));
   std::vector<remote_input*> inputs;
   co_await run_on(b, open_inputs(keep->receiving.get(), keep->sending->local_address(), r.get(), &inputs));
-  receive_report report;
-  co_await when_all(run_on(a, run_senders(s.get(), records)), run_on(b, run_receiver(r.get(), &report)));
-  co_await run_on(b, wait_inputs_closed(&inputs));
-  co_await run_on(b, destroy_receiver(std::move(r)));
-  co_await run_on(a, destroy_sender(std::move(s)));
-  CHECK(keep->receiving->connections() == 1);  // one connection carried every channel
+  tcp_report out;
+  out.inputs = inputs.size();
+  co_await when_all(run_on(a, run_senders(s.get(), records, &out.report)),
+                    run_on(b, run_receiver(r.get(), &out.report)));
+  co_await run_on(b, wait_inputs_closed(&inputs, &out.inputs_closed));
+  co_await run_on(b, destroy_receiver(std::move(r), &out.report));
+  co_await run_on(a, destroy_sender(std::move(s), &out.report));
+  out.connections = keep->receiving->connections();
   co_await run_on(home_b, close_transport(keep->receiving.get()));
   co_await run_on(home_a, close_transport(keep->sending.get()));
-  co_return report;
+  co_return out;
 }
 
 }  // namespace
 
 TEST_CASE("remote channels over loopback carry 10 million records, none lost, duplicated or reordered",
           "[tcp][channel]") {
+  constexpr std::uint64_t records = sluice::test::scaled_for_tsan(10'000'000);
   transports keep;  // outlives the engine
   engine eng({.executors = 2, .handle_signals = false});
   network_memory memory(64 << 20, 32 << 10, 2);
-  const receive_report report = eng.block_on(tcp_transfer(&eng.at(0), &eng.at(0), &eng.at(1), &eng.at(1), &memory, 8,
-                                                          10'000'000, std::chrono::milliseconds(100), &keep));
+  const tcp_report r = eng.block_on(tcp_transfer(&eng.at(0), &eng.at(0), &eng.at(1), &eng.at(1), &memory, 8, records,
+                                                 std::chrono::milliseconds(100), &keep));
   eng.stop();
-  CHECK(report.error.empty());
-  CHECK(report.records == 10'000'000);
-  for (std::uint64_t n : report.per_channel) CHECK(n == 10'000'000 / 8);
+  CHECK(r.report.error.empty());
+  CHECK(r.report.records == records);
+  for (std::uint64_t n : r.report.per_channel) CHECK(n == records / 8);
+  check_tcp_ends(r);
 }
 
 TEST_CASE("remote channels work when the transport's executor is not the gate's or the partition's",
@@ -107,11 +127,12 @@ TEST_CASE("remote channels work when the transport's executor is not the gate's 
   transports keep;
   engine eng({.executors = 2, .handle_signals = false});
   network_memory memory(64 << 20, 32 << 10, 2);
-  const receive_report report = eng.block_on(tcp_transfer(&eng.at(0), &eng.at(1), &eng.at(1), &eng.at(0), &memory, 5,
-                                                          300'000, std::chrono::milliseconds(1), &keep));
+  const tcp_report r = eng.block_on(tcp_transfer(&eng.at(0), &eng.at(1), &eng.at(1), &eng.at(0), &memory, 5,
+                                                 300'000, std::chrono::milliseconds(1), &keep));
   eng.stop();
-  CHECK(report.error.empty());
-  CHECK(report.records == 300'000);
+  CHECK(r.report.error.empty());
+  CHECK(r.report.records == 300'000);
+  check_tcp_ends(r);
 }
 
 // --- scenario 22: malformed input closes that connection only ------------------------------------
@@ -169,12 +190,11 @@ std::vector<malformed_case> malformed_cases() {
 // with (empty if none came before the end of the stream).
 task<std::string> attack(address target, std::vector<std::byte> bytes) {
   auto stream = co_await sluice::io::tcp_stream::connect(target);
-  REQUIRE(stream.ok());
   sluice::io::tcp_stream s = std::move(stream).value();
   auto sent = co_await s.send_all(bytes);
-  CHECK(sent.ok());
+  sent.value();
   auto shut = co_await s.shutdown(SHUT_WR);  // the end of our stream: mid-frame, for the half header
-  CHECK(shut.ok());
+  shut.value();
   frame_decoder decoder;
   std::vector<std::byte> chunk(4096);
   std::string reason;
@@ -262,16 +282,17 @@ task<void> transfer_under_attack(network_memory* memory, std::uint64_t records, 
   co_await open_inputs(receiving.get(), sending->local_address(), r.get(), &inputs);
   pacing pace;
   std::stop_source stop;
-  co_await when_all(with_stop_token(run_senders(s.get(), records), stop.get_token()),
+  co_await when_all(with_stop_token(run_senders(s.get(), records, report), stop.get_token()),
                     with_stop_token(run_receiver(r.get(), report, &pace), stop.get_token()),
                     attack_in_order(sending.get(), receiving.get(), r.get(), report, &pace, log, &stop));
   *attacked_stats = sending->stats();
   *good_stats = receiving->stats();
   co_await receiving->close();
   co_await sending->close();
-  co_await wait_inputs_closed(&inputs);
-  co_await destroy_receiver(std::move(r));
-  co_await destroy_sender(std::move(s));
+  std::size_t closed = 0;
+  co_await wait_inputs_closed(&inputs, &closed);
+  co_await destroy_receiver(std::move(r), report);
+  co_await destroy_sender(std::move(s), report);
 }
 
 }  // namespace
@@ -318,13 +339,12 @@ namespace {
 // A fake sender process: accepts one connection, reads the partition request, then sends `frames`.
 task<void> fake_peer(sluice::io::tcp_listener* listener, std::vector<std::byte> frames, bool then_vanish) {
   auto accepted = co_await listener->accept();
-  REQUIRE(accepted.ok());
   sluice::io::tcp_stream s = std::move(accepted).value();
   std::vector<std::byte> request(frame_header_bytes + 16);
   auto got = co_await s.recv_exact(request);
-  REQUIRE(got.ok());
+  got.value();
   auto sent = co_await s.send_all(frames);
-  CHECK(sent.ok());
+  sent.value();
   if (then_vanish) {
     (void)co_await s.close();
     co_return;
@@ -356,41 +376,47 @@ std::vector<std::byte> buffer_frame(std::uint64_t seq, std::uint64_t first, std:
   return out;
 }
 
-// One gate channel fed by the fake peer; yields the gate's failure text (empty if the channel ended
-// normally).
-task<std::string> receive_from_fake(network_memory* memory, std::vector<std::byte> frames, bool then_vanish) {
+struct channel_fault {
+  std::string failure;  // the gate's failure text for the channel (empty if it ended normally)
+  bool closed = false;  // what the input's wait_closed() said
+  receive_report report;
+};
+
+void check_closed_cleanly(const channel_fault& f) {
+  CHECK(f.closed);
+  CHECK(f.report.credit_accounting.empty());
+}
+
+// One gate channel fed by the fake peer.
+task<channel_fault> receive_from_fake(network_memory* memory, std::vector<std::byte> frames, bool then_vanish) {
   auto listening = sluice::io::tcp_listener::listen(address::loopback_v4());
-  REQUIRE(listening.ok());
   sluice::io::tcp_listener listener = std::move(listening).value();
   std::unique_ptr<tcp_transport> t = co_await start_transport({});
   receiver_side r(memory->pool(0), 1, 0);
   std::vector<remote_input*> inputs;
-  std::string failure;
   co_await open_inputs(t.get(), listener.local_address(), &r, &inputs);
-  receive_report report;
-  co_await when_all(fake_peer(&listener, std::move(frames), then_vanish), run_receiver(&r, &report));
-  const bool closed = co_await inputs[0]->wait_closed();
-  CHECK(closed);
-  failure = r.gate.failure(0);
+  channel_fault out;
+  co_await when_all(fake_peer(&listener, std::move(frames), then_vanish), run_receiver(&r, &out.report));
+  out.closed = co_await inputs[0]->wait_closed();
+  out.failure = r.gate.failure(0);
   co_await t->close();
   (void)co_await listener.close();
-  co_return failure;
+  co_return out;
 }
 
-task<std::string> refused_body(network_memory* memory) {
+task<channel_fault> refused_body(network_memory* memory) {
   std::unique_ptr<tcp_transport> server = co_await start_transport({.partition_request_timeout = std::chrono::milliseconds(200)});
   std::unique_ptr<tcp_transport> client = co_await start_transport({});
   receiver_side r(memory->pool(0), 1, 0);
   std::vector<remote_input*> inputs;
   co_await open_inputs(client.get(), server->local_address(), &r, &inputs);  // partition 7 is served nowhere
-  receive_report report;
-  co_await run_receiver(&r, &report);
-  const bool closed = co_await inputs[0]->wait_closed();
-  CHECK(closed);
-  std::string failure = r.gate.failure(0);
+  channel_fault out;
+  co_await run_receiver(&r, &out.report);
+  out.closed = co_await inputs[0]->wait_closed();
+  out.failure = r.gate.failure(0);
   co_await client->close();
   co_await server->close();
-  co_return failure;
+  co_return out;
 }
 
 }  // namespace
@@ -401,9 +427,10 @@ TEST_CASE("a buffer frame sent without credit fails the channel with the fault n
   // The gate grants 2 exclusive credits; the peer sends 3 buffers.
   std::vector<std::byte> frames;
   for (std::uint64_t i = 0; i < 3; ++i) frames = concat(std::move(frames), buffer_frame(i, i * 10, 10));
-  const std::string failure = eng.block_on(receive_from_fake(&memory, std::move(frames), false));
-  CHECK(failure.find("no credit was granted") != std::string::npos);
-  CHECK(failure.find("127.0.0.1") != std::string::npos);
+  const channel_fault got = eng.block_on(receive_from_fake(&memory, std::move(frames), false));
+  check_closed_cleanly(got);
+  CHECK(got.failure.find("no credit was granted") != std::string::npos);
+  CHECK(got.failure.find("127.0.0.1") != std::string::npos);
 }
 
 TEST_CASE("an event frame whose payload does not decode fails the channel", "[tcp][faults]") {
@@ -413,8 +440,9 @@ TEST_CASE("an event frame whose payload does not decode fails the channel", "[tc
   encode_header({frame_type::event, 0, 0, 0, 3}, h);
   std::vector<std::byte> frames(h.begin(), h.end());
   frames.insert(frames.end(), {std::byte{0x55}, std::byte{1}, std::byte{2}});
-  const std::string failure = eng.block_on(receive_from_fake(&memory, std::move(frames), false));
-  CHECK(failure.find("does not decode") != std::string::npos);
+  const channel_fault got = eng.block_on(receive_from_fake(&memory, std::move(frames), false));
+  check_closed_cleanly(got);
+  CHECK(got.failure.find("does not decode") != std::string::npos);
 }
 
 TEST_CASE("a peer that vanishes mid-frame fails its channels with the cause", "[tcp][faults]") {
@@ -422,15 +450,17 @@ TEST_CASE("a peer that vanishes mid-frame fails its channels with the cause", "[
   engine eng({.executors = 1, .handle_signals = false});
   std::vector<std::byte> frames = buffer_frame(0, 0, 100);
   frames.resize(frames.size() - 500);  // half the payload, then the peer is gone
-  const std::string failure = eng.block_on(receive_from_fake(&memory, std::move(frames), true));
-  CHECK(failure.find("mid-frame") != std::string::npos);
-  CHECK(failure.find("connection to 127.0.0.1") != std::string::npos);
+  const channel_fault got = eng.block_on(receive_from_fake(&memory, std::move(frames), true));
+  check_closed_cleanly(got);
+  CHECK(got.failure.find("mid-frame") != std::string::npos);
+  CHECK(got.failure.find("connection to 127.0.0.1") != std::string::npos);
 }
 
 TEST_CASE("a partition request for a partition served nowhere is refused after the timeout", "[tcp][faults]") {
   network_memory memory(4 << 20, 32 << 10, 1);
   engine eng({.executors = 1, .handle_signals = false});
-  const std::string failure = eng.block_on(refused_body(&memory));
-  CHECK(failure.find("refused channel") != std::string::npos);
-  CHECK(failure.find("partition 7") != std::string::npos);
+  const channel_fault got = eng.block_on(refused_body(&memory));
+  check_closed_cleanly(got);
+  CHECK(got.failure.find("refused channel") != std::string::npos);
+  CHECK(got.failure.find("partition 7") != std::string::npos);
 }

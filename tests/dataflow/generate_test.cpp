@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -130,13 +131,17 @@ TEST_CASE("print writes every line to its descriptor", "[dataflow][generate]") {
 
 TEST_CASE("a blocking map awaits on its fiber and the job's output is exact", "[dataflow][fiber]") {
   temp_dir dir;
+  // Counted on the tasks' threads, asserted here: Catch2 stays on the test's thread.
+  std::atomic<int> calls{0};
+  std::atomic<int> off_fiber{0};
   job_builder job("blocking");
   job.generate<std::uint64_t>("gen", 2, 3000, [](std::uint64_t n) { return n; })
       .key_by<std::uint64_t>([](const std::uint64_t& n) { return n; })
       .partition("lookup", 2)
-      .map_blocking<std::uint64_t>([](const std::uint64_t& n) {
+      .map_blocking<std::uint64_t>([&calls, &off_fiber](const std::uint64_t& n) {
         // Blocking style: a "lookup" that takes a while, awaited on the task's fiber.
-        REQUIRE(sluice::runtime::in_fiber());
+        ++calls;
+        if (!sluice::runtime::in_fiber()) ++off_fiber;
         if (n % 100 == 0) {
           const bool slept = sluice::runtime::await(sluice::runtime::sleep_for(std::chrono::milliseconds(1)));
           if (!slept) throw std::runtime_error("stopped");
@@ -148,6 +153,8 @@ TEST_CASE("a blocking map awaits on its fiber and the job's output is exact", "[
   INFO(r.message);
   REQUIRE(r.exit_code == 0);
   CHECK(published_lines(dir.file("out")) == numbers(3000, 3));
+  CHECK(calls >= 3000);  // a record replayed after a restart is mapped again
+  CHECK(off_fiber == 0);
 }
 
 TEST_CASE("a blocking map in a source stage is refused with the stage named", "[dataflow][fiber]") {

@@ -12,6 +12,8 @@
 //
 // Ownership: everything scheduled on an executor runs on its thread. `schedule`, `submit` and
 // `spawn` may only be called there; `post`, `post_node`, `spawn_on` and `request_stop` from anywhere.
+// A message may lead to its executor's destruction even while its poster is still inside post_node:
+// the destructor waits until no thread is in post_node before it closes the eventfd.
 // An executor must be constructed on the thread that runs it (the ring is single-issuer).
 
 #include <sluice/runtime/detail/inbox.hpp>
@@ -152,6 +154,9 @@ class executor {
   detail::ready_queue deferred_;  // yield_to_io(): run next turn, after the ring was polled
   detail::mpsc_inbox inbox_;
   alignas(64) std::atomic<bool> sleeping_{false};
+  // Threads inside post_node (see there): the destructor waits for none. On sleeping_'s cache line,
+  // which every post reads anyway.
+  std::atomic<std::uint32_t> producers_{0};
   std::atomic<std::uint64_t> wakeups_sent_{0};
   int wake_fd_ = -1;
   io_op wake_op_{};
