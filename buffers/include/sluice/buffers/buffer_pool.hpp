@@ -39,7 +39,7 @@
 
 namespace sluice::buffers {
 
-class local_buffer_pool : private segment_waiter {
+class local_buffer_pool final : private segment_waiter {
  public:
   // On the owner executor (the current one, or none for single-threaded use off any executor).
   // Throws std::invalid_argument for bad bounds, std::runtime_error if the minimum is not free.
