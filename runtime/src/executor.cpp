@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
 #include <thread>
@@ -22,6 +23,12 @@ namespace sluice::runtime {
 
 namespace detail {
 void log_posted_failure(const char* what) noexcept { log::error("posted function failed: {}", what); }
+
+void nested_resume() noexcept {
+  log::error("a coroutine was resumed inline, from inside a running coroutine, message or completion: waiters "
+             "must be scheduled, never resumed by what wakes them (invariant 3)");
+  std::abort();
+}
 }  // namespace detail
 
 executor::executor(executor_options options)
@@ -115,6 +122,8 @@ std::size_t executor::drain_inbox(std::size_t limit) {
 void executor::turn(bool may_wait) {
   // Everything a turn runs (messages, completions, coroutines) runs as this executor.
   executor* const previous = std::exchange(current_, this);
+  // Messages and completions only schedule coroutines (invariant 3): no resume from inside them.
+  const bool outer = std::exchange(detail::dispatching, true);
   // A turn that handled messages does not block: they may have satisfied the caller's condition.
   const bool had_messages = drain_inbox(batch_limit_) > 0;
   if (had_messages) recent_inbox_traffic_ = true;
@@ -126,6 +135,7 @@ void executor::turn(bool may_wait) {
     if (drain_inbox(batch_limit_) > 0) recent_inbox_traffic_ = true;
   }
   while (!deferred_.empty()) ready_.push(deferred_.pop());
+  detail::dispatching = outer;
   for (unsigned i = 0; i < batch_limit_ && !ready_.empty(); ++i) detail::resume(ready_.pop());
   current_ = previous;
 }
@@ -330,6 +340,11 @@ void stoppable_wait::finish_target() noexcept {
 void stoppable_wait::release() noexcept {
   assert(pending_ > 0);
   if (--pending_ == 0) owner_->schedule(waiter_);
+}
+
+void stoppable_wait::release_inline() noexcept {
+  assert(pending_ > 0);
+  if (--pending_ == 0) detail::resume(waiter_);
 }
 
 }  // namespace detail

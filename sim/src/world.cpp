@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 namespace sluice::sim {
 
@@ -109,7 +110,10 @@ void world::run(std::span<runtime::executor* const> executors, bool (*done)(void
       note("turn", ex->id(), 0);
       ex->turn(false);
     } else {
+      // A completion only schedules its waiter (invariant 3): no resume from inside it.
+      const bool outer = std::exchange(runtime::detail::dispatching, true);
       complete(ready_ops[pick - runnable.size()]);
+      runtime::detail::dispatching = outer;
     }
     now_ += std::chrono::nanoseconds(random_.between(100, 2000));
     ++steps_;

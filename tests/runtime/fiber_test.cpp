@@ -151,8 +151,11 @@ task<void> destroy_a_parked_fiber(unwind_report* report) {
     }
     report->resumed_after_park = true;
   });
-  // Start the fiber without awaiting it, so that its task can be destroyed while it is parked.
+  // Start the fiber without awaiting it, so that its task can be destroyed while it is parked. A
+  // resume from inside this coroutine, which only a test may do: the nested-resume check is off.
+  detail::dispatching = false;
   detail::resume(fiber.handle());
+  detail::dispatching = true;
   co_return;  // `fiber` is destroyed here, suspended
 }
 

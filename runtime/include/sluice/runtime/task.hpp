@@ -35,12 +35,22 @@ inline constinit thread_local std::coroutine_handle<> next_handle{};
 // Live coroutine frames allocated minus freed on this thread (see live_frames()).
 inline constinit thread_local std::int64_t thread_frames = 0;
 
+// True while this thread runs a coroutine (resumed below), an executor's messages or I/O
+// completions. Those only schedule coroutines (invariant 3), so a resume then would run one inline,
+// on another's stack, in the middle of what woke it: `resume` refuses (nested_resume()).
+inline constinit thread_local bool dispatching = false;
+// Prints why and aborts.
+[[noreturn]] void nested_resume() noexcept;
+
 // Resumes `h`, then every coroutine handed over with transfer_to, until none is left.
 inline void resume(std::coroutine_handle<> h) noexcept {
+  if (dispatching) nested_resume();
+  dispatching = true;
   while (h) {
     h.resume();
     h = std::exchange(next_handle, {});
   }
+  dispatching = false;
 }
 
 // Called from an await_suspend: `h` runs as soon as the current coroutine has suspended.
