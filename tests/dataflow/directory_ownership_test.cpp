@@ -491,7 +491,7 @@ TEST_CASE("a checkpoint directory that cannot be written is refused before the j
   }
 }
 
-TEST_CASE("a checkpoint directory named with an impossible id is skipped with its reason; ids start sanely",
+TEST_CASE("a checkpoint directory named with an impossible id is skipped with its reason, ids start sanely",
           "[dataflow][ownership][recovery]") {
   temp_dir dir;
   const std::string chk = dir.file("chk");

@@ -211,7 +211,7 @@ TEST_CASE("fingerprint differences are named in user terms", "[dataflow][fingerp
                 "write_lines.dir=/data/out]"});
 }
 
-TEST_CASE("inputs differ by content: another file, a changed file; the same bytes under another path match",
+TEST_CASE("inputs differ by content: another file, a changed file, the same bytes under another path match",
           "[dataflow][fingerprint]") {
   using strings = std::vector<std::string>;
   job_fingerprint taken = wordcount_identity(2, 0, "a.txt");

@@ -156,7 +156,7 @@ TEST_CASE("every checkpoint's manifest carries the fingerprint of the job that t
   }
 }
 
-TEST_CASE("word count resumed after a crash with another parallelism is refused, naming both, and changes nothing; "
+TEST_CASE("word count resumed after a crash with another parallelism is refused, naming both, and changes nothing, "
           "with its own it resumes to the exact output",
           "[dataflow][identity]") {
   temp_dir dir;
@@ -206,7 +206,7 @@ TEST_CASE("a resume over another input file of the same size is refused, naming 
   CHECK(tree_of(dir.file("out")) == output_before);
 }
 
-TEST_CASE("a resume over an input changed in place is refused; put back, it resumes to the exact output",
+TEST_CASE("a resume over an input changed in place is refused, put back, it resumes to the exact output",
           "[dataflow][identity]") {
   temp_dir dir;
   write_corpus_file(dir.file("input.txt"), 20'000, 6);
@@ -231,7 +231,7 @@ TEST_CASE("a resume over an input changed in place is refused; put back, it resu
   CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));
 }
 
-TEST_CASE("a finished join rerun with another window is refused naming window_ms; with its own it changes nothing",
+TEST_CASE("a finished join rerun with another window is refused naming window_ms, with its own it changes nothing",
           "[dataflow][identity][join]") {
   temp_dir dir;
   write_join_file(dir.file("left.csv"), 2'000, 20, 10'000, 1, "L");
@@ -274,7 +274,7 @@ TEST_CASE("word count pointed at a join's checkpoint directory is refused, namin
   CHECK_FALSE(fs::exists(dir.file("words")));
 }
 
-TEST_CASE("a finished word count rerun with other arguments is refused; with the same it changes nothing",
+TEST_CASE("a finished word count rerun with other arguments is refused, with the same it changes nothing",
           "[dataflow][identity]") {
   temp_dir dir;
   write_corpus_file(dir.file("input.txt"), 3'000, 8);

@@ -122,7 +122,7 @@ TEST_CASE("a join restored from its snapshot emits exactly what an uninterrupted
   CHECK_THROWS_WITH(c.restore_state(std::vector<std::byte>{std::byte{9}}), Catch::Contains("window join"));
 }
 
-TEST_CASE("join rows parse as key,timestamp_ms,payload; a bad row says what is wrong", "[dataflow][join]") {
+TEST_CASE("join rows parse as key,timestamp_ms,payload, a bad row says what is wrong", "[dataflow][join]") {
   const join_row r = parse_join_row("user-7,1234,clicked,twice");
   CHECK(r.key == "user-7");
   CHECK(r.timestamp_ms == 1234);

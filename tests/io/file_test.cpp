@@ -95,7 +95,7 @@ task<std::vector<std::size_t>> read_at_edges(std::string path) {
 }
 }  // namespace
 
-TEST_CASE("reads stop at end of file: read_at is short, then 0; read_full yields what exists", "[file]") {
+TEST_CASE("reads stop at end of file: read_at is short, then 0, read_full yields what exists", "[file]") {
   temp_dir dir;
   REQUIRE(sync_wait(read_at_edges(dir.file("f"))) == std::vector<std::size_t>{10, 0, 30, 10, 110});
 }

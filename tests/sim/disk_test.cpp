@@ -112,7 +112,7 @@ TEST_CASE("disk: a full disk refuses a write with ENOSPC and keeps what it had")
   CHECK(d.used_bytes() == 0);
 }
 
-TEST_CASE("disk_image: encodes and decodes to the same image; garbage is refused") {
+TEST_CASE("disk_image: encodes and decodes to the same image, garbage is refused") {
   disk_image image;
   image.add_file("/a/b/c", std::string("\0\1\2", 3));
   image.add_directory("/d");

@@ -61,12 +61,12 @@ std::uint64_t run_scenario(std::uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("world: the same seed makes the same trace; another seed another") {
+TEST_CASE("world: the same seed makes the same trace, another seed another") {
   CHECK(run_scenario(7) == run_scenario(7));
   CHECK(run_scenario(7) != run_scenario(8));
 }
 
-TEST_CASE("world: two executors on one thread write files through io::file; time is virtual") {
+TEST_CASE("world: two executors on one thread write files through io::file, time is virtual") {
   sim::world w({.seed = 7});
   runtime::system_scope scope(w.kernel());
   std::string a, b;

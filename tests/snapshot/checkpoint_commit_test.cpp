@@ -92,7 +92,7 @@ test_backend::fault_rule fail_after_open(std::string suffix, op_code code, std::
 
 }  // namespace
 
-TEST_CASE("prepare creates every name without truncating and fsyncs chk-<id>/ and the root; the commit then only writes and fdatasyncs the manifest in place") {
+TEST_CASE("prepare creates every name without truncating and fsyncs chk-<id>/ and the root, the commit then only writes and fdatasyncs the manifest in place") {
   temp_dir dir;
   checkpoint_storage storage(dir.path());
   test_backend* backend = nullptr;
@@ -407,7 +407,7 @@ void run_with_injected_fault(Fault make_fault, const std::string& expected) {
 }
 }  // namespace
 
-TEST_CASE("coordinator: a directory fsync failing in prepare aborts the checkpoint (io_error); recovery skips it") {
+TEST_CASE("coordinator: a directory fsync failing in prepare aborts the checkpoint (io_error), recovery skips it") {
   // The fake tasks write without the ring: the ring's only fsyncs are prepare's directory fsyncs.
   run_with_injected_fault(
       [](const temp_dir& dir) {
@@ -416,12 +416,12 @@ TEST_CASE("coordinator: a directory fsync failing in prepare aborts the checkpoi
       "checkpoint 2: prepare checkpoint 2: fsync directory '");
 }
 
-TEST_CASE("coordinator: the manifest write failing aborts the checkpoint (io_error); recovery skips it") {
+TEST_CASE("coordinator: the manifest write failing aborts the checkpoint (io_error), recovery skips it") {
   run_with_injected_fault([](const temp_dir&) { return fail_after_open("chk-2/_manifest", op_code::write, -ENOSPC, true); },
                           "checkpoint 2: commit failed: commit checkpoint 2: write '");
 }
 
-TEST_CASE("coordinator: the manifest fdatasync failing aborts the checkpoint (io_error); recovery skips it") {
+TEST_CASE("coordinator: the manifest fdatasync failing aborts the checkpoint (io_error), recovery skips it") {
   run_with_injected_fault([](const temp_dir&) { return fail_after_open("chk-2/_manifest", op_code::fdatasync, -EIO, true); },
                           "checkpoint 2: commit failed: commit checkpoint 2: fdatasync '");
 }
