@@ -62,12 +62,12 @@ std::optional<parsed_name> parse_name(std::string_view name, std::string_view pr
 
 std::string parent_of(std::string dir);
 
-// mkdir `dir` if missing; a new one's entry is made durable in `parent`.
+// mkdir `dir` if missing; its entry is made durable in `parent` either way: one that exists may
+// be an earlier attempt's, whose fsync of `parent` failed, and a crash would still take it away.
 runtime::task<io::result<void>> make_directory_durably(std::string dir, std::string parent) {
   auto made = co_await io::make_directory(dir);
-  if (made) co_return co_await io::fsync_directory(std::move(parent));
-  if (made.error().code() == std::errc::file_exists) co_return io::success();
-  co_return made;
+  if (!made && made.error().code() != std::errc::file_exists) co_return made;
+  co_return co_await io::fsync_directory(std::move(parent));
 }
 
 std::string parent_of(std::string dir) {

@@ -1,5 +1,6 @@
 // run_job: places a job's tasks on an engine, wires their channels, runs the coordinator, and ends
 // the job with a final checkpoint (job_runner.hpp).
+#include "job_budget.hpp"
 #include "job_directories.hpp"
 #include "stream_task.hpp"
 
@@ -19,8 +20,6 @@
 
 #include <fmt/core.h>
 
-#include <algorithm>
-#include <filesystem>
 #include <map>
 #include <stdexcept>
 #include <stop_token>
@@ -34,7 +33,6 @@ using detail::stream_task;
 
 namespace {
 
-constexpr std::size_t segment_bytes = bf::default_segment_bytes;
 // A record's encoding may exceed job_settings::max_record_bytes by this much (string lengths, keys,
 // window starts), so a line of exactly the maximum still travels as a record.
 constexpr std::size_t record_framing_bytes = 4096;
@@ -131,6 +129,7 @@ class runner final : public detail::task_listener {
   std::vector<std::unique_ptr<bf::tcp_transport>> transports_;
   std::size_t data_ended_ = 0;
   std::size_t tasks_ended_ = 0;
+  std::uint64_t buffer_violations_ = 0;  // counted by the pools of destroyed tasks
   std::optional<std::string> failure_;
   bool final_checkpoint_done_ = false;
   rt::event all_data_ended_;
@@ -305,6 +304,9 @@ rt::task<void> runner::destroy(task_slot* slot) {
     return (slot->out_pool ? slot->out_pool->in_use() : 0) + (slot->priority_pool ? slot->priority_pool->in_use() : 0);
   };
   for (int i = 0; i < 100'000 && in_use() > 0; ++i) co_await rt::yield();
+  for (const auto* pool : {slot->out_pool.get(), slot->priority_pool.get(), slot->in_pool.get()}) {
+    if (pool != nullptr) buffer_violations_ += pool->violations();  // read on exec 0 after this run_on ends
+  }
   slot->partition.reset();
   slot->in_pool.reset();
   slot->out_pool.reset();
@@ -458,6 +460,7 @@ rt::task<job_result> runner::run() {
     copts.min_pause = settings_.checkpoint_interval / 2;
     copts.mode = settings_.mode;
     copts.alignment_timeout = settings_.alignment_timeout;
+    copts.checkpoint_timeout = settings_.checkpoint_timeout;
     copts.expected_tasks = slots_.size();
     copts.first_checkpoint_id = plan->next_checkpoint_id;
     copts.verify_state_files = false;
@@ -484,6 +487,7 @@ rt::task<job_result> runner::run() {
   }
   if (io::result<void> claimed = directories->claim_outputs(plan->checkpoint.has_value()); !claimed) {
     for (task_slot& slot : slots_) co_await rt::run_on(slot.executor, destroy(&slot));
+    result.buffer_violations = buffer_violations_;
     result.exit_code = 2;
     result.message = claimed.error().message();
     co_return result;
@@ -531,6 +535,7 @@ rt::task<job_result> runner::run() {
   }
   for (std::size_t e = 0; e < transports_.size(); ++e) co_await rt::run_on(&engine_.at(e), close_transport(e));
   for (task_slot& slot : slots_) co_await rt::run_on(slot.executor, destroy(&slot));
+  result.buffer_violations = buffer_violations_;
   if (failure_) {
     result.exit_code = 1;
     result.message = *failure_;
@@ -547,15 +552,7 @@ job_result run_job(job_builder& job, job_settings settings) {
     simulated.emplace(settings.simulation->kernel());
     settings.handle_signals = false;
   }
-  if (settings.checkpoint_dir.empty()) throw std::invalid_argument("job settings: a checkpoint directory is required");
-  if (settings.executors == 0) throw std::invalid_argument("job settings: at least one executor");
-  if (settings.max_record_bytes == 0 || settings.max_record_bytes > (std::size_t{1} << 30)) {
-    throw std::invalid_argument(fmt::format("job settings: max_record_bytes {} is out of range (1 byte to 1 GiB)",
-                                            settings.max_record_bytes));
-  }
-  if (settings.transport != "local" && settings.transport != "tcp") {
-    throw std::invalid_argument("job settings: transport must be local or tcp, not '" + settings.transport + "'");
-  }
+  detail::check_settings(settings);
   // The job's identity, before any executor runs (it reads every input, blocking).
   job_fingerprint identity;
   try {
@@ -568,17 +565,8 @@ job_result run_job(job_builder& job, job_settings settings) {
   io::result<detail::job_directories> dirs =
       detail::job_directories::lock(job.name(), settings.checkpoint_dir, job.output_dirs());
   if (!dirs) return job_result{.exit_code = 2, .message = dirs.error().message()};
-  // Network memory: every executor gets the share of the most demanding one.
-  std::size_t tasks = 0;
-  std::size_t widest = 1;
-  for (const stage_def& s : job.stages()) {
-    tasks += s.parallelism;
-    std::size_t inputs = 0;
-    for (std::size_t up : s.upstreams) inputs += up < job.stages().size() ? job.stages()[up].parallelism : 0;
-    widest = std::max({widest, s.parallelism, inputs});
-  }
-  const std::size_t per_task = (3 * widest + 8) + 4 + (2 * widest + settings.floating_buffers);
-  const std::size_t per_executor = per_task * ((tasks + settings.executors - 1) / settings.executors) + 16;
+  const std::size_t segment_bytes = settings.segment_bytes;
+  const std::size_t per_executor = detail::segments_per_executor(job, settings);
   bf::network_memory memory(per_executor * settings.executors * segment_bytes, segment_bytes, settings.executors);
 
   job_result result;

@@ -23,6 +23,7 @@
 //   naming the task and the cause (exit code 1); a restart resumes from the latest checkpoint.
 //   SIGINT/SIGTERM or job_settings::stop stop it (exit code 130); the next run resumes.
 
+#include <sluice/buffers/segment.hpp>
 #include <sluice/runtime/simulation.hpp>
 #include <sluice/dataflow/job.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
@@ -54,14 +55,20 @@ struct job_settings {
   std::chrono::milliseconds checkpoint_interval{1000};
   snapshot::checkpoint_mode mode = snapshot::checkpoint_mode::aligned;
   std::chrono::milliseconds alignment_timeout{100};  // aligned_timeout
+  // A checkpoint not acknowledged by every task this long after its trigger is aborted (expired),
+  // and the next one is triggered.
+  std::chrono::milliseconds checkpoint_timeout{600'000};
   std::size_t retained_checkpoints = 3;
   std::string transport = "local";  // "local" or "tcp"
   unsigned executors = 2;
   std::chrono::milliseconds flush_timeout{20};  // buffer timeout of every partition
   std::size_t floating_buffers = 8;
+  // Network-memory segment (buffer) size: a power of two, 4 KiB to 32 KiB (a TCP frame's payload).
+  // Smaller ones make more records span buffers (the simulation draws it).
+  std::size_t segment_bytes = buffers::default_segment_bytes;
   // The largest record any channel carries (a line read is one record; its encoding may add up to
   // 4 KiB of framing): larger ones fail the job, naming the task and the size. Records span buffers
-  // (segments are 32 KiB), in every checkpoint mode. 1 byte to 1 GiB.
+  // (segment_bytes), in every checkpoint mode. 1 byte to 1 GiB.
   std::size_t max_record_bytes = std::size_t{16} << 20;
   bool handle_signals = true;
   // Called on the job's first executor about every progress_interval.
@@ -85,6 +92,10 @@ struct job_result {
   // Network-memory segments not back in their pools once everything was torn down: always 0 unless
   // a buffer leaked (the simulation checks it).
   std::size_t leaked_segments = 0;
+  // Violations the job's buffer pools counted (a buffer reference released twice, a segment recycled
+  // into a pool that did not lend it or twice): always 0 unless a buffer was recycled more than once
+  // (the simulation checks it).
+  std::uint64_t buffer_violations = 0;
 };
 
 // Throws std::invalid_argument for a graph that cannot run (a stage without a tail, settings out of
