@@ -1,5 +1,6 @@
 #include <sluice/buffers/buffer_pool.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/plant.hpp>
 
 #include <fmt/core.h>
 
@@ -156,6 +157,7 @@ void local_buffer_pool::drop_ref_on_owner(std::uint32_t slot) noexcept {
     recycle_slot(slot);
   } else if (s.refs == 1 && s.unique_watcher != nullptr) {
     std::exchange(s.unique_watcher, nullptr)->set();
+    if (SLUICE_PLANTED("double-recycle")) recycle(segments_->segment_at(slot));  // FLINK-18050: the handle recycles it again
   }
 }
 
@@ -218,6 +220,7 @@ void local_buffer_pool::recycle_slot(std::uint32_t slot) noexcept {
     // Hand-off: the first waiter gets this segment and is scheduled; nothing of it runs now.
     auto* waiter = static_cast<request_awaiter*>(waiters_.front());
     waiter->result_.emplace(lend(slot));
+    if (SLUICE_PLANTED("inline-recycle")) return waiter->wake_inline();  // FLINK-22946: runs the waiter now
     waiter->wake();
     return;
   }

@@ -1,5 +1,6 @@
 #include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/executor.hpp>
+#include <sluice/runtime/plant.hpp>
 #include <sluice/snapshot/barrier_handler.hpp>
 
 #include <cassert>
@@ -142,6 +143,13 @@ barrier_actions barrier_handler::abort(checkpoint_id id, abort_reason reason, st
 
 void barrier_handler::on_barrier(std::size_t c, checkpoint_id id, bool priority, std::size_t overtaken,
                                  barrier_actions& out) {
+  // Planted (FLINK-20654): an obsolete barrier is counted as the pending checkpoint's, so the data
+  // its channel delivers before the pending checkpoint's own barrier is neither captured nor held back.
+  if (SLUICE_PLANTED("obsolete-barrier-loss") && id != no_checkpoint && pending_ != no_checkpoint && id < pending_ &&
+      !channels_[c].received) {
+    received(c, priority, overtaken, out);
+    return;
+  }
   // Obsolete: already finished or aborted here, or older than the pending one. No I/O (scenario 5).
   if (id == no_checkpoint || id <= last_ended_ || (pending_ != no_checkpoint && id < pending_)) return;
   if (replaying_) {

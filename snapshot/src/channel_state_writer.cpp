@@ -7,10 +7,12 @@
 #include <sluice/buffers/crc32c.hpp>
 #include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/plant.hpp>
 
 #include <fmt/format.h>
 
 #include <cassert>
+#include <stdexcept>
 #include <utility>
 
 namespace sluice::snapshot {
@@ -107,6 +109,7 @@ std::optional<checkpoint_outcome> channel_state_writer::try_result(checkpoint_id
   assert_owner();
   if (id == no_checkpoint) return checkpoint_outcome::aborted(abort_reason::declined, "checkpoint id 0 names no checkpoint");
   if (current_ && current_->id == id) return std::nullopt;
+  if (SLUICE_PLANTED("abort-before-start") && kept(id) && !kept(id)->completed()) throw std::invalid_argument(fmt::format("channel state write result not found for checkpoint {}", id));  // FLINK-17869: the abort removed it
   if (const checkpoint_outcome* o = kept(id)) return *o;
   if (id <= known()) {
     return checkpoint_outcome::aborted(
@@ -162,6 +165,7 @@ io::error channel_state_writer::refusal(const char* what, checkpoint_id id) cons
   if (closed_) return make_refusal(writer_errc::closed, prefix + ": the channel-state writer is closed");
   if (id == no_checkpoint) return make_refusal(writer_errc::invalid_id, prefix + ": 0 names no checkpoint");
   if (id > known()) return make_refusal(writer_errc::not_started, fmt::format("{}: checkpoint {} has not started", prefix, id));
+  if (SLUICE_PLANTED("abort-before-start") && kept(id) && !kept(id)->completed()) throw std::invalid_argument(fmt::format("{}: channel state write result not found for checkpoint {}", prefix, id));  // FLINK-17869
   if (const checkpoint_outcome* o = kept(id)) {
     if (o->completed()) return make_refusal(writer_errc::finished, fmt::format("{}: checkpoint {} has completed", prefix, id));
     return make_refusal(writer_errc::aborted, fmt::format("{}: checkpoint {} was aborted ({}{}{})", prefix, id,

@@ -17,6 +17,7 @@
 #include <sluice/buffers/crc32c.hpp>
 #include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/plant.hpp>
 #include <sluice/runtime/when_all.hpp>
 
 #include <cassert>
@@ -153,6 +154,22 @@ runtime::task<void> channel_state_writer::finalize(checkpoint_job* job) {
   if (job->aborted) co_return;
   if (!written) {
     fail(*job, written.error());
+    co_return;
+  }
+  if (SLUICE_PLANTED("manifest-before-state")) {
+    // The checkpoint completes (the task acknowledges, the coordinator commits the manifest) before
+    // its state file is durable: the fsync comes after.
+    io::file unsynced = std::move(job->file);
+    const std::unique_ptr<checkpoint_job> done = std::move(current_);
+    checkpoint_outcome outcome;
+    outcome.state = checkpoint_outcome::status::completed;
+    outcome.channel_state_bytes = done->channel_state_bytes;
+    outcome.operator_state_bytes = done->operator_state_bytes;
+    settle(done->id, std::move(outcome));
+    auto late_sync = co_await unsynced.fsync();
+    auto late_close = co_await unsynced.close();
+    (void)late_sync;
+    (void)late_close;
     co_return;
   }
   auto synced = co_await job->file.fsync();

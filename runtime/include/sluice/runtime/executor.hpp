@@ -329,6 +329,8 @@ class stoppable_wait : protected inbox_node {
   // Cancellation work that must finish before the waiter resumes (e.g. an ASYNC_CANCEL op).
   void hold() noexcept { ++pending_; }
   void release() noexcept;
+  // release(), but a waiter that may run now is resumed here instead of scheduled (wake_inline).
+  void release_inline() noexcept;
   bool finished() const noexcept { return finished_; }
   bool stop_was_requested() const noexcept { return stop_seen_; }
   executor* owner() const noexcept { return owner_; }

@@ -43,6 +43,15 @@ class list_wait : public stoppable_wait {
     finish_target();
     release();
   }
+  // Like wake(), but resumes the waiter at once, on this stack. Invariant 3 forbids it: only the
+  // inline-recycle planted bug (plant.hpp) calls it.
+  void wake_inline() noexcept {
+    assert(list_ != nullptr);
+    list_->remove(this);
+    woken_ = true;
+    finish_target();
+    release_inline();
+  }
 
  protected:
   void enqueue(wait_list& list, std::coroutine_handle<> h, std::stop_token const* token) {
