@@ -2,6 +2,8 @@
 
 #include "bench.hpp"
 
+#include <sluice/snapshot/checkpoint_report.hpp>
+
 #include <fmt/core.h>
 
 #include <cmath>
@@ -17,25 +19,7 @@ std::vector<std::unique_ptr<benchmark>>& registry() {
   return all;
 }
 
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
+void append_json_string(std::string& out, std::string_view s) { out += snapshot::json_string(s); }
 
 void append_json_value(std::string& out, const field_value& v) {
   if (const auto* d = std::get_if<double>(&v)) {

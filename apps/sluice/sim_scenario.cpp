@@ -61,10 +61,12 @@ const char* to_string(fault_class f) noexcept { return fault_names[static_cast<i
 std::string scenario::describe() const {
   return fmt::format(
       "job={} seed={} faults={}{} parallelism={} executors={} transport={} mode={} interval={}ms "
-      "alignment-timeout={}ms floating={} lines={}{} crashes={} batch={}",
+      "alignment-timeout={}ms{} floating={} segment={}KiB lines={}{} crashes={} batch={}",
       to_string(job), seed, to_string(faults), plant.empty() ? "" : " plant=" + plant, parallelism, executors,
-      transport, mode_name(mode), interval.count(), alignment_timeout.count(), floating_buffers, lines,
-      big_records ? " big-records" : "", crashes, batch_limit);
+      transport, mode_name(mode), interval.count(), alignment_timeout.count(),
+      checkpoint_timeout.count() < 600'000 ? fmt::format(" checkpoint-timeout={}ms", checkpoint_timeout.count()) : "",
+      floating_buffers,
+      segment_bytes / 1024, lines, big_records ? " big-records" : "", crashes, batch_limit);
 }
 
 scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std::string plant) {
@@ -84,6 +86,19 @@ scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std
   s.floating_buffers = r.between(1, 8);
   s.lines = r.between(20, 400);
   s.big_records = job == job_kind::wordcount && r.below(4) == 0;
+  // Knobs added later draw from a stream of their own, so the ones above keep their values.
+  sim::rng later(seed * 0x9e3779b97f4a7c15ull ^ 0xb16b16 ^ static_cast<std::uint64_t>(job));
+  if (job == job_kind::window) s.big_records = later.below(4) == 0;
+  // A job runs for some 10 ms of simulated time: with an interval of 2-30 ms most runs would take
+  // only their final checkpoint, after the data. Half the seeds checkpoint every 1-4 ms, while
+  // records, barriers and aborts are in flight.
+  if (later.coin()) s.interval = std::chrono::milliseconds(later.between(1, 4));
+  // Segments of 4, 8, 16 or 32 KiB: with small ones more records span buffers, and more buffers
+  // and credits change hands.
+  s.segment_bytes = std::size_t{4096} << later.below(4);
+  // A third of the seeds expire checkpoints after 3-10 ms: under slow operations and stalled
+  // connections some are aborted while their barriers are still on the way, and arrive obsolete.
+  if (later.below(3) == 0) s.checkpoint_timeout = std::chrono::milliseconds(later.between(3, 10));
   s.batch_limit = static_cast<std::uint32_t>(r.between(1, 8));
   const bool disk = faults == fault_class::all || faults == fault_class::disk;
   const bool net = faults == fault_class::all || faults == fault_class::net;
@@ -120,6 +135,12 @@ sim::disk_image initial_image(const scenario& s) {
           // A line longer than a 32 KiB segment: one record that spans buffers.
           const std::size_t words = r.between(5000, 12000);
           for (std::size_t w = 0; w < words; ++w) text.append(" w").append(std::to_string(w % 97));
+        }
+        if (s.big_records && r.below(10) == 0) {
+          // A word longer than a segment: the tokenizer's records then span buffers across a channel
+          // (the key exchange to the counters, and on to the sink), and a snapshot may come while a
+          // receiver holds part of one.
+          text.append(" ").append(r.between(20'000, 100'000), static_cast<char>('a' + r.below(26)));
         }
         text.push_back('\n');
       }
@@ -173,9 +194,11 @@ dataflow::job_settings settings_for(const scenario& s, runtime::simulation* simu
   settings.checkpoint_interval = s.interval;
   settings.mode = s.mode;
   settings.alignment_timeout = s.alignment_timeout;
+  settings.checkpoint_timeout = s.checkpoint_timeout;
   settings.transport = s.transport;
   settings.executors = s.executors;
   settings.floating_buffers = s.floating_buffers;
+  settings.segment_bytes = s.segment_bytes;
   settings.handle_signals = false;
   settings.simulation = simulation;
   return settings;

@@ -38,9 +38,11 @@ struct scenario {
   snapshot::checkpoint_mode mode = snapshot::checkpoint_mode::aligned;
   std::chrono::milliseconds interval{10};
   std::chrono::milliseconds alignment_timeout{2};
+  std::chrono::milliseconds checkpoint_timeout{600'000};
   std::size_t floating_buffers = 8;
+  std::size_t segment_bytes = 32 * 1024;
   std::uint64_t lines = 200;       // input lines (each join side: rows)
-  bool big_records = false;        // some lines longer than a segment
+  bool big_records = false;        // some lines, and some words, longer than a segment
   sim::fault_rates rates{};
   unsigned crashes = 0;            // process crashes to place
   std::uint32_t batch_limit = 4;

@@ -38,6 +38,13 @@ struct epoch_report {
   std::uint64_t attempts = 0;
   std::uint64_t faults = 0;
   std::uint64_t newest_completed = 0;
+  // Crash images taken just after a checkpoint completed, while the process went on: each must
+  // restore to the reference output (epoch_plan::restore_after_checkpoint).
+  struct restore_point {
+    std::uint64_t checkpoint = 0;
+    sim::disk_image image;
+  };
+  std::vector<restore_point> restore_points;
 
   std::string encode() const {
     std::string out;
@@ -52,6 +59,11 @@ struct epoch_report {
     u64(output.size());
     for (const auto& l : output) str(l);
     for (std::uint64_t v : {steps, nanoseconds, hash, attempts, faults, newest_completed}) u64(v);
+    u64(restore_points.size());
+    for (const restore_point& p : restore_points) {
+      u64(p.checkpoint);
+      str(p.image.encode());
+    }
     return out;
   }
 
@@ -85,6 +97,16 @@ struct epoch_report {
     for (std::uint64_t* v : {&r.steps, &r.nanoseconds, &r.hash, &r.attempts, &r.faults, &r.newest_completed}) {
       if (!u64(*v)) return std::nullopt;
     }
+    std::uint64_t points = 0;
+    if (!u64(points)) return std::nullopt;
+    for (std::uint64_t i = 0; i < points; ++i) {
+      restore_point p;
+      if (!u64(p.checkpoint) || !str(image)) return std::nullopt;
+      auto img = sim::disk_image::decode(image);
+      if (!img) return std::nullopt;
+      p.image = std::move(*img);
+      r.restore_points.push_back(std::move(p));
+    }
     return r;
   }
 };
@@ -93,6 +115,15 @@ struct epoch_plan {
   std::uint64_t world_seed = 0;
   bool reference = false;
   std::uint64_t crash_at_step = 0;
+  // Or (when not 0) crash this many steps after the process saw its crash_after_checkpoint-th
+  // checkpoint complete: where a completed checkpoint that is not yet durable, or does not
+  // restore, shows.
+  std::uint64_t crash_after_checkpoint = 0;
+  std::uint64_t crash_delay_steps = 0;
+  // When not 0: just after the process saw its restore_after_checkpoint-th checkpoint complete, take
+  // a crash image (with a random source of its own) and go on; the parent then starts a process
+  // from it. What a crash there would have left, without ending this process.
+  std::uint64_t restore_after_checkpoint = 0;
   std::chrono::nanoseconds faults_for{0};
   std::uint64_t must_resume_from = 0;  // the newest checkpoint that completed before the last crash
   bool trace = false;
@@ -151,13 +182,32 @@ void close_epoch(epoch_report& r, const sim::world& w) {
   };
   sim::world w(std::move(wo), image);
   bool resume_checked = plan.must_resume_from == 0;
+  std::uint64_t completed_here = 0;  // checkpoints this process saw complete, over its attempts
+  sim::rng restore_random(plan.world_seed ^ 0x7e5703e5ull);  // the restore point's crash image
+  std::uint64_t aborted_since = 0;  // checkpoints aborted since the last one completed
+  bool took_after_abort = false;
   for (report.attempts = 1;; ++report.attempts) {
     const bool after_faults = !w.faults_active();
     dataflow::job_builder job(std::string("sim-") + to_string(s.job));
     build_job(job, s);
     dataflow::job_settings settings = settings_for(s, &w);
-    settings.on_checkpoint = [&report](const snapshot::checkpoint_stats& st) {
-      if (st.outcome.completed()) report.newest_completed = std::max<std::uint64_t>(report.newest_completed, st.id);
+    settings.on_checkpoint = [&report, &completed_here, &w, &plan, &restore_random,
+                              &aborted_since, &took_after_abort](const snapshot::checkpoint_stats& st) {
+      if (!st.outcome.completed()) {
+        ++aborted_since;
+        return;
+      }
+      report.newest_completed = std::max<std::uint64_t>(report.newest_completed, st.id);
+      ++completed_here;
+      if (completed_here == plan.crash_after_checkpoint) w.crash_at_step(w.steps() + 1 + plan.crash_delay_steps);
+      // A restore point at the drawn checkpoint, and at the first one to complete after an abort
+      // (some barriers of the aborted one may still have been on the way: where lifecycle bugs show).
+      const bool after_abort = aborted_since != 0 && !took_after_abort;
+      if (completed_here == plan.restore_after_checkpoint || (after_abort && plan.restore_after_checkpoint != 0)) {
+        if (after_abort) took_after_abort = true;
+        report.restore_points.push_back({st.id, w.storage().crash(restore_random)});
+      }
+      aborted_since = 0;
     };
     dataflow::job_result r;
     try {
@@ -178,6 +228,12 @@ void close_epoch(epoch_report& r, const sim::world& w) {
         break;
       }
     }
+    if (r.buffer_violations != 0) {
+      fail(report, fmt::format("the buffer pools counted {} violation(s) (a buffer released twice, or recycled into a "
+                               "pool that did not lend it) (attempt {}, exit {}: {})", r.buffer_violations,
+                               report.attempts, r.exit_code, r.message));
+      break;
+    }
     if (r.leaked_segments != 0) {
       fail(report, fmt::format("{} network-memory segment(s) not back in their pools after the job (attempt {}, "
                                "exit {}: {})", r.leaked_segments, report.attempts, r.exit_code, r.message));
@@ -190,7 +246,7 @@ void close_epoch(epoch_report& r, const sim::world& w) {
     }
     if (r.exit_code == 0) break;
     if (r.exit_code == 1 && plan.reference) {
-      fail(report, "the fault-free reference run failed: " + r.message);
+      fail(report, r.message);  // run_once says it was the reference run
       break;
     }
     if (r.exit_code == 1 && after_faults) {
@@ -284,6 +340,22 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   return z ^ (z >> 31);
 }
 
+// Why `got` is not the reference output, if it is not.
+std::optional<std::string> output_difference(const std::vector<std::string>& reference,
+                                             const std::vector<std::string>& got) {
+  if (got == reference) return std::nullopt;
+  std::vector<std::string> diff;
+  std::set_difference(reference.begin(), reference.end(), got.begin(), got.end(), std::back_inserter(diff));
+  const std::size_t missing = diff.size();
+  const std::string first_missing = diff.empty() ? "" : diff.front().substr(0, 80);
+  diff.clear();
+  std::set_difference(got.begin(), got.end(), reference.begin(), reference.end(), std::back_inserter(diff));
+  return fmt::format(
+      "the published output differs from the fault-free run: {} line(s) missing{}, {} extra{} ({} vs {} lines)",
+      missing, first_missing.empty() ? "" : " (first: '" + first_missing + "')", diff.size(),
+      diff.empty() ? "" : " (first: '" + diff.front().substr(0, 80) + "')", got.size(), reference.size());
+}
+
 seed_result run_once(const scenario& s, const seed_options& options) {
   seed_result out;
   out.s = s;
@@ -306,19 +378,66 @@ seed_result run_once(const scenario& s, const seed_options& options) {
     return out;
   }
   sim::rng plan_random(mix(s.seed, 0xc4a54));
+  sim::rng crash_random(mix(s.seed, 0xc4a55));  // where crashes go; its own stream, so plan_random is as before
   const std::uint64_t ref_steps = std::max<std::uint64_t>(reference.steps, 10);
   const auto faults_for =
       std::chrono::nanoseconds(reference.nanoseconds * plan_random.between(50, 200) / 100 + 1'000'000);
   sim::disk_image image = start;
   std::uint64_t newest_completed = 0;
+  sim::rng restore_plan(mix(s.seed, 0xc4a56));  // which checkpoint of each process is a restore point
+  // Each restore point of a process starts a process of its own, without faults or crash, which must
+  // resume from that checkpoint (or a newer one) and publish the reference output.
+  auto run_restore_points = [&](const epoch_report& from) {
+    for (std::size_t i = 0; i < from.restore_points.size(); ++i) {
+      const auto& point = from.restore_points[i];
+      epoch_plan plan;
+      plan.world_seed = mix(s.seed, 0x5e570000 + out.restores);
+      plan.must_resume_from = point.checkpoint;
+      plan.trace = options.trace;
+      if (options.trace) {
+        fmt::print(stderr, "--- restore point: a process from the crash image as checkpoint {} completed ---\n",
+                   point.checkpoint);
+      }
+      ++out.restores;
+      const epoch_report r = fork_epoch(s, point.image, plan);
+      add(r);
+      std::optional<std::string> why;
+      if (r.st != epoch_report::finished) {
+        why = r.message;
+      } else {
+        why = output_difference(reference.output, r.output);
+      }
+      if (why) {
+        out.failed = true;
+        out.failure = fmt::format("restore point (a crash just after checkpoint {} completed): {}", point.checkpoint,
+                                  *why);
+        return false;
+      }
+    }
+    return true;
+  };
   for (unsigned epoch = 0;; ++epoch) {
     epoch_plan plan;
     plan.world_seed = mix(s.seed, epoch);
     plan.faults_for = faults_for;
     plan.crash_at_step = epoch < s.crashes ? plan_random.between(1, ref_steps * 3 / 2) : 0;
+    if (plan.crash_at_step != 0 && crash_random.coin()) {
+      // Half the crashes come just after a checkpoint completed (one the reference run also reached).
+      plan.crash_after_checkpoint = crash_random.between(1, std::max<std::uint64_t>(reference.newest_completed, 1));
+      plan.crash_delay_steps = crash_random.below(4) == 0 ? crash_random.between(4, 200) : crash_random.below(4);
+      plan.crash_at_step = 0;
+    }
     plan.must_resume_from = newest_completed;
+    plan.restore_after_checkpoint = restore_plan.between(1, std::max<std::uint64_t>(reference.newest_completed, 1));
     plan.trace = options.trace;
-    if (options.trace) fmt::print(stderr, "--- process {} (crash at step {}) ---\n", epoch + 1, plan.crash_at_step);
+    if (options.trace) {
+      if (plan.crash_after_checkpoint != 0) {
+        fmt::print(stderr, "--- process {} (crash {} step(s) after its checkpoint #{} completes) ---\n", epoch + 1,
+                   plan.crash_delay_steps + 1, plan.crash_after_checkpoint);
+      } else {
+        fmt::print(stderr, "--- process {} (crash at step {}) ---\n", epoch + 1, plan.crash_at_step);
+      }
+    }
     epoch_report r = fork_epoch(s, image, plan);
     add(r);
     if (r.st == epoch_report::failed) {
@@ -328,29 +447,18 @@ seed_result run_once(const scenario& s, const seed_options& options) {
     }
     if (r.st == epoch_report::crashed) {
       ++out.crashes;
+      if (!run_restore_points(r)) return out;
       image = std::move(r.image);
       newest_completed = std::max(newest_completed, r.newest_completed);
       continue;
     }
     out.output_lines = r.output.size();
-    if (r.output != reference.output) {
-      std::size_t missing = 0, extra = 0;
-      std::vector<std::string> diff;
-      std::set_difference(reference.output.begin(), reference.output.end(), r.output.begin(), r.output.end(),
-                          std::back_inserter(diff));
-      missing = diff.size();
-      const std::string first_missing = diff.empty() ? "" : diff.front().substr(0, 80);
-      diff.clear();
-      std::set_difference(r.output.begin(), r.output.end(), reference.output.begin(), reference.output.end(),
-                          std::back_inserter(diff));
-      extra = diff.size();
+    if (auto differs = output_difference(reference.output, r.output)) {
       out.failed = true;
-      out.failure = fmt::format(
-          "the published output differs from the fault-free run: {} line(s) missing{}, {} extra{} ({} vs {} lines)",
-          missing, first_missing.empty() ? "" : " (first: '" + first_missing + "')", extra,
-          diff.empty() ? "" : " (first: '" + diff.front().substr(0, 80) + "')", r.output.size(),
-          reference.output.size());
+      out.failure = std::move(*differs);
+      return out;
     }
+    if (!run_restore_points(r)) return out;
     return out;
   }
 }

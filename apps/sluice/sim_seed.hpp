@@ -22,6 +22,8 @@ struct seed_result {
   double simulated_seconds = 0;
   std::uint64_t trace_hash = 0;
   unsigned crashes = 0;      // crashes that happened
+  unsigned restores = 0;     // restore points run: a process started from a crash image taken as a
+                             // checkpoint completed, while the job went on
   unsigned attempts = 0;     // run_job calls (restarts after a failure count)
   std::uint64_t faults = 0;  // faults injected
   std::uint64_t output_lines = 0;

@@ -6,6 +6,7 @@
 #include "sim_seed.hpp"
 
 #include <sluice/runtime/plant.hpp>
+#include <sluice/snapshot/checkpoint_report.hpp>
 
 #include <fmt/format.h>
 
@@ -38,24 +39,7 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> parse_range(const std::st
   return std::pair(a, b);
 }
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
+using snapshot::json_string;
 
 std::string reproduce(const simulate::scenario& s) {
   return fmt::format("sluice simulate --job {} --seeds {}-{} --faults {}{} --trace", simulate::to_string(s.job), s.seed,
@@ -74,6 +58,8 @@ void add_simulate_options(CLI::App& command, simulate_options& o) {
   command.add_flag("--json", o.json, "One JSON object per seed, then a summary object");
   command.add_flag("--trace", o.trace, "Print every scheduling and fault decision (to read one seed)");
   command.add_flag("--list-plants", o.list_plants, "Print the planted bugs this build has, one a line");
+  command.add_flag("--first-failure", o.first_failure,
+                   "Stop after the first seed that fails (with --plant: once the planted bug is found)");
   add_number_option(command, "--twice-every", o.twice_every,
                     "Run every N-th seed twice and require the same trace (0: never)", 0, 1'000'000);
   add_number_option(command, "--soak-minutes", o.soak_minutes,
@@ -107,7 +93,7 @@ int run_simulate(const simulate_options& o) {
   }
   const auto started = std::chrono::steady_clock::now();
   const auto soak_until = started + std::chrono::minutes(o.soak_minutes);
-  std::uint64_t count = 0, failures = 0, steps = 0, crashes = 0, attempts = 0, injected = 0;
+  std::uint64_t count = 0, failures = 0, steps = 0, crashes = 0, restores = 0, attempts = 0, injected = 0;
   double simulated = 0;
   for (std::uint64_t seed = seeds->first;; ++seed) {
     if (seed > seeds->second && (o.soak_minutes == 0 || std::chrono::steady_clock::now() >= soak_until)) break;
@@ -121,35 +107,39 @@ int run_simulate(const simulate_options& o) {
     steps += r.steps;
     simulated += r.simulated_seconds;
     crashes += r.crashes;
+    restores += r.restores;
     attempts += r.attempts;
     injected += r.faults;
     if (r.failed) ++failures;
     if (o.json) {
       fmt::print("{{\"seed\":{},\"job\":\"{}\",\"faults\":\"{}\",\"ok\":{},\"steps\":{},\"simulated_seconds\":{:.6f},"
-                 "\"crashes\":{},\"attempts\":{},\"faults_injected\":{},\"output_lines\":{},\"trace\":\"{:016x}\","
+                 "\"crashes\":{},\"restores\":{},\"attempts\":{},\"faults_injected\":{},\"output_lines\":{},"
+                 "\"trace\":\"{:016x}\","
                  "\"scenario\":{}{}}}\n",
                  seed, simulate::to_string(*job), o.faults, r.failed ? "false" : "true", r.steps, r.simulated_seconds,
-                 r.crashes, r.attempts, r.faults, r.output_lines, r.trace_hash, json_string(s.describe()),
+                 r.crashes, r.restores, r.attempts, r.faults, r.output_lines, r.trace_hash, json_string(s.describe()),
                  r.failed ? ",\"failure\":" + json_string(r.failure) + ",\"reproduce\":" + json_string(reproduce(s))
                           : std::string());
     } else if (r.failed) {
       fmt::print("FAIL seed {} ({}): {}\n  reproduce: {}\n", seed, s.describe(), r.failure, reproduce(s));
     }
     std::fflush(stdout);
+    if (r.failed && o.first_failure) break;
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const double per_minute = wall > 0 ? static_cast<double>(count) * 60.0 / wall : 0.0;
   if (o.json) {
     fmt::print("{{\"summary\":true,\"job\":\"{}\",\"faults\":\"{}\",\"plant\":{},\"seeds\":{},\"failures\":{},"
-               "\"steps\":{},\"simulated_seconds\":{:.3f},\"crashes\":{},\"attempts\":{},\"faults_injected\":{},"
+               "\"steps\":{},\"simulated_seconds\":{:.3f},\"crashes\":{},\"restores\":{},\"attempts\":{},\"faults_injected\":{},"
                "\"wall_seconds\":{:.3f},\"seeds_per_minute\":{:.1f}}}\n",
                simulate::to_string(*job), o.faults, json_string(o.plant), count, failures, steps, simulated, crashes,
-               attempts, injected, wall, per_minute);
+               restores, attempts, injected, wall, per_minute);
   } else {
-    fmt::print("simulate {} (faults {}{}): {} seeds, {} failed; {} steps, {:.1f} s simulated, {} crashes, {} job runs, "
+    fmt::print("simulate {} (faults {}{}): {} seeds, {} failed; {} steps, {:.1f} s simulated, {} crashes, {} restore points, "
+               "{} job runs, "
                "{} faults injected; {:.1f} s ({:.0f} seeds/min)\n",
                simulate::to_string(*job), o.faults, o.plant.empty() ? "" : ", plant " + o.plant, count, failures,
-               steps, simulated, crashes, attempts, injected, wall, per_minute);
+               steps, simulated, crashes, restores, attempts, injected, wall, per_minute);
   }
   if (!o.plant.empty()) {
     if (failures == 0) fmt::print("planted bug '{}' ESCAPED: no seed found it\n", o.plant);

@@ -10,8 +10,9 @@
 // - Faults (fault_rates, per million operations) happen only in the first `faults_for` of simulated
 //   time: I/O errors, a full disk, short reads and writes, slow operations, connection resets,
 //   refused connects, stalled connections, cancels that arrive after their target completed.
-// - At step `crash_at_step`, `on_crash` is called: the driver takes the disk's crash image and ends
-//   the process (nothing after that point may run, as after kill -9).
+// - At step `crash_at_step` (which the driver may move while the job runs), `on_crash` is called:
+//   the driver takes the disk's crash image and ends the process (nothing after that point may
+//   run, as after kill -9).
 // - A run that can no longer progress (nothing ready, no timer, no completion possible) or that goes
 //   on past `liveness_limit` after the faults stopped throws `hang`, with what every executor waits
 //   for.
@@ -99,6 +100,8 @@ class world final : public runtime::simulation, public runtime::system {
   // One line per operation still waiting, and per executor that could run.
   std::string describe_waits(std::span<runtime::executor* const> executors) const;
   const world_options& options() const noexcept { return options_; }
+  // Moves the crash to `step` (0: never), e.g. a few steps after something the driver saw happen.
+  void crash_at_step(std::uint64_t step) noexcept { options_.crash_at_step = step; }
 
   // --- system (the synchronous calls) ---------------------------------------------------------
   int socket(int domain, int type, int protocol) noexcept override;
