@@ -151,6 +151,7 @@ void engine::start_simulated(unsigned n) {
     eo.batch_limit = options_.batch_limit;
     eo.spin_before_sleep = std::chrono::microseconds(0);
     eo.backend = options_.simulation->make_backend(static_cast<int>(i));
+    eo.order = options_.simulation;
     owned_.push_back(std::make_unique<executor>(std::move(eo)));
     executors_.push_back(owned_.back().get());
   }

@@ -2,6 +2,7 @@
 
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/simulation.hpp>
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@ void nested_resume() noexcept {
 executor::executor(executor_options options)
     : id_(options.id),
       batch_limit_(options.batch_limit == 0 ? 1 : options.batch_limit),
+      order_(options.order),
       spin_before_sleep_(options.spin_before_sleep),
       backend_(options.backend ? std::move(options.backend) : make_uring_backend(options.uring)) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
@@ -136,7 +138,10 @@ void executor::turn(bool may_wait) {
   }
   while (!deferred_.empty()) ready_.push(deferred_.pop());
   detail::dispatching = outer;
-  for (unsigned i = 0; i < batch_limit_ && !ready_.empty(); ++i) detail::resume(ready_.pop());
+  for (unsigned i = 0; i < batch_limit_ && !ready_.empty(); ++i) {
+    if (order_ != nullptr && ready_.size() > 1) ready_.to_front(order_->pick_ready(ready_.size()));
+    detail::resume(ready_.pop());
+  }
   current_ = previous;
 }
 

@@ -4,6 +4,8 @@
 
 #include "world_backend.hpp"
 
+#include <sluice/runtime/wait_report.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -145,6 +147,8 @@ std::string world::describe_waits(std::span<runtime::executor* const> executors)
     out += fmt::format("  executor {} waits for {} (submitted {:.3f} ms ago)\n", p.owner->index(), what,
                        std::chrono::duration<double, std::milli>(now_ - p.ready_at).count());
   }
+  // What the program's own parts say they wait for (a job's tasks: wait_report.hpp).
+  out += runtime::describe_waits();
   return out;
 }
 

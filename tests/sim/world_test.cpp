@@ -2,12 +2,15 @@
 
 #include <sluice/io/file.hpp>
 #include <sluice/runtime/engine.hpp>
+#include <sluice/runtime/scope.hpp>
 #include <sluice/runtime/timer.hpp>
+#include <sluice/runtime/wait_report.hpp>
 #include <sluice/runtime/when_all.hpp>
 #include <sluice/sim/world.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,7 +62,58 @@ std::uint64_t run_scenario(std::uint64_t seed) {
   return w.trace_hash();
 }
 
+runtime::task<void> record_after_yield(int id, std::vector<int>* order) {
+  co_await runtime::yield();
+  order->push_back(id);
+}
+
+runtime::task<void> eight_ready(runtime::executor* ex, std::vector<int>* order) {
+  co_await runtime::switch_to(*ex);
+  runtime::scope children;
+  for (int i = 0; i < 8; ++i) children.spawn(record_after_yield(i, order));
+  co_await children.join();
+}
+
+std::vector<int> ready_order(std::uint64_t seed) {
+  sim::world w({.seed = seed});
+  runtime::system_scope scope(w.kernel());
+  std::vector<int> order;
+  runtime::engine eng({.executors = 1, .handle_signals = false, .simulation = &w});
+  eng.block_on(eight_ready(&eng.at(0), &order));
+  return order;
+}
+
+class waits_for_godot final : public runtime::wait_reporter {
+ public:
+  void report_waits(std::string& out) const override { out += "  task 7 (estragon) waits for Godot\n"; }
+};
+
 }  // namespace
+
+TEST_CASE("world: the seed draws which ready coroutine runs next, the same seed the same order") {
+  const std::vector<int> fifo{0, 1, 2, 3, 4, 5, 6, 7};
+  bool some_other = false;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    const std::vector<int> order = ready_order(seed);
+    REQUIRE(order.size() == 8);
+    CHECK(std::is_permutation(order.begin(), order.end(), fifo.begin()));
+    CHECK(ready_order(seed) == order);
+    if (order != fifo) some_other = true;
+  }
+  CHECK(some_other);
+}
+
+TEST_CASE("world: a hang report says what the program's registered reporters wait for") {
+  sim::world w({.seed = 3});
+  runtime::system_scope scope(w.kernel());
+  const waits_for_godot reporter;
+  const runtime::wait_report_scope reporting(reporter);
+  runtime::engine eng({.executors = 2, .handle_signals = false, .simulation = &w});
+  runtime::executor* executors[] = {&eng.at(0), &eng.at(1)};
+  const std::string report = w.describe_waits(executors);
+  CHECK(report.find("executor 1: ") != std::string::npos);
+  CHECK(report.find("task 7 (estragon) waits for Godot") != std::string::npos);
+}
 
 TEST_CASE("world: the same seed makes the same trace, another seed another") {
   CHECK(run_scenario(7) == run_scenario(7));

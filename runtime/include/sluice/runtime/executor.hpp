@@ -39,6 +39,8 @@ void log_posted_failure(const char* what) noexcept;
 class stoppable_wait;
 }
 
+class simulation;
+
 struct executor_options {
   int id = 0;
   uring_options uring{};
@@ -48,6 +50,8 @@ struct executor_options {
   unsigned batch_limit = 256;
   // Spin this long checking the inbox before sleeping, after recent cross-thread traffic.
   std::chrono::microseconds spin_before_sleep{50};
+  // Under a simulation: it picks which ready coroutine each resume takes (simulation::pick_ready).
+  simulation* order = nullptr;
 };
 
 class executor {
@@ -148,6 +152,7 @@ class executor {
 
   int id_;
   unsigned batch_limit_;
+  simulation* order_;  // null outside a simulation: FIFO
   std::chrono::microseconds spin_before_sleep_;
   std::unique_ptr<io_backend> backend_;
   detail::ready_queue ready_;

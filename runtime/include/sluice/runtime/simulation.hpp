@@ -9,6 +9,7 @@
 #include <sluice/runtime/io_backend.hpp>
 #include <sluice/runtime/system.hpp>
 
+#include <cstddef>
 #include <memory>
 #include <span>
 
@@ -27,6 +28,9 @@ class simulation {
   // is true. What it does when nothing can progress any more is the simulation's business (report
   // a hang and end the process, throw); it must not return before done(context) holds.
   virtual void run(std::span<executor* const> executors, bool (*done)(void*), void* context) = 0;
+  // Which of an executor's `ready` (> 1) ready coroutines it resumes next: 0 is the oldest, what
+  // the executor does outside a simulation (its run queue is FIFO). Called once per resume.
+  virtual std::size_t pick_ready(std::size_t ready) noexcept = 0;
 };
 
 }  // namespace sluice::runtime

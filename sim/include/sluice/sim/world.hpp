@@ -84,6 +84,8 @@ class world final : public runtime::simulation, public runtime::system {
   std::unique_ptr<runtime::io_backend> make_backend(int index) override;
   runtime::system& kernel() noexcept override { return *this; }
   void run(std::span<runtime::executor* const> executors, bool (*done)(void*), void* context) override;
+  // Any of the ready coroutines, uniformly: the order within a turn is the seed's too.
+  std::size_t pick_ready(std::size_t ready) noexcept override { return random_.below(ready); }
 
   // --- what drivers and tests look at ---------------------------------------------------------
   disk& storage() noexcept { return disk_; }

@@ -5,6 +5,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <memory>
+#include <utility>
 
 namespace sluice::runtime::detail {
 
@@ -20,6 +21,10 @@ class ready_queue {
     slots_[tail_++ & mask_] = h;
   }
   std::coroutine_handle<> pop() noexcept { return slots_[head_++ & mask_]; }
+  // Swaps the i-th oldest (i < size()) with the oldest, which pop() takes next.
+  void to_front(std::size_t i) noexcept {
+    std::swap(slots_[head_ & mask_], slots_[(head_ + i) & mask_]);
+  }
 
  private:
   void grow() {
