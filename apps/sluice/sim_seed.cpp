@@ -234,6 +234,11 @@ void close_epoch(epoch_report& r, const sim::world& w) {
                                report.attempts, r.exit_code, r.message));
       break;
     }
+    if (!r.credit_violation.empty()) {
+      fail(report, fmt::format("the credit identity did not hold at the end (attempt {}, exit {}): {}",
+                               report.attempts, r.exit_code, r.credit_violation));
+      break;
+    }
     if (r.leaked_segments != 0) {
       fail(report, fmt::format("{} network-memory segment(s) not back in their pools after the job (attempt {}, "
                                "exit {}: {})", r.leaked_segments, report.attempts, r.exit_code, r.message));

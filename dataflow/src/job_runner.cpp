@@ -2,6 +2,7 @@
 // the job with a final checkpoint (job_runner.hpp).
 #include "job_budget.hpp"
 #include "job_directories.hpp"
+#include "task_slot.hpp"
 #include "stream_task.hpp"
 
 #include <sluice/buffers/local_channel.hpp>
@@ -15,6 +16,7 @@
 #include <sluice/runtime/run_on.hpp>
 #include <sluice/runtime/scope.hpp>
 #include <sluice/runtime/timer.hpp>
+#include <sluice/runtime/wait_report.hpp>
 #include <sluice/runtime/when_all.hpp>
 #include <sluice/snapshot/recovery_plan.hpp>
 
@@ -29,7 +31,9 @@ namespace sluice::dataflow {
 namespace rt = sluice::runtime;
 namespace bf = sluice::buffers;
 namespace ss = sluice::snapshot;
+using detail::stage_shape;
 using detail::stream_task;
+using detail::task_slot;
 
 namespace {
 
@@ -37,38 +41,17 @@ namespace {
 // window starts), so a line of exactly the maximum still travels as a record.
 constexpr std::size_t record_framing_bytes = 4096;
 
-// One task and what it owns, all made (and destroyed) on its executor.
-struct task_slot {
-  ss::task_id id = 0;
-  std::size_t stage = 0;
-  std::size_t subtask = 0;
-  rt::executor* executor = nullptr;
-  std::size_t executor_index = 0;
-  std::unique_ptr<bf::local_buffer_pool> out_pool;
-  std::unique_ptr<bf::local_buffer_pool> priority_pool;  // barriers and markers of `partition`
-  std::unique_ptr<bf::result_partition> partition;
-  std::unique_ptr<bf::local_buffer_pool> in_pool;
-  std::unique_ptr<bf::input_gate> gate;
-  std::unique_ptr<bf::gate_credit_pump> pump;
-  std::unique_ptr<stream_task> task;
-  std::vector<std::unique_ptr<bf::local_channel>> senders;  // local channels out of `partition`
-  std::vector<bf::remote_input*> remote_inputs;
-  bool ended = false;
-};
-
-struct stage_shape {
-  std::size_t first_task = 0;
-  std::size_t parallelism = 1;
-  std::optional<std::size_t> downstream;
-};
-
-class runner final : public detail::task_listener {
+class runner final : public detail::task_listener, public rt::wait_reporter {
  public:
   runner(job_builder& job, job_settings settings, rt::engine& eng, bf::network_memory& memory, job_fingerprint identity)
       : job_(job), settings_(std::move(settings)), engine_(eng), memory_(memory), identity_(std::move(identity)) {}
   detail::job_directories* directories = nullptr;  // locked by run_job; claimed once recovery is planned
 
   rt::task<job_result> run();
+  // Each task's line (stream_task::describe), for a hang report (wait_report.hpp).
+  void report_waits(std::string& out) const override {
+    for (const task_slot& slot : slots_) out += "  " + (slot.task ? slot.task->describe() : "task (not made)") + "\n";
+  }
 
   void data_ended(ss::task_id) override {
     if (++data_ended_ == slots_.size()) all_data_ended_.set();
@@ -130,6 +113,7 @@ class runner final : public detail::task_listener {
   std::size_t data_ended_ = 0;
   std::size_t tasks_ended_ = 0;
   std::uint64_t buffer_violations_ = 0;  // counted by the pools of destroyed tasks
+  std::string credit_violation_;         // the first gate whose credit identity failed at its end
   std::optional<std::string> failure_;
   bool final_checkpoint_done_ = false;
   rt::event all_data_ended_;
@@ -298,6 +282,10 @@ rt::task<void> runner::close_transport(std::size_t executor) {
 rt::task<void> runner::destroy(task_slot* slot) {
   slot->task.reset();
   slot->pump.reset();
+  // Quiescent: the gate's credit identity (input_gate.hpp) holds here too (the simulation checks).
+  if (std::string broken = slot->gate ? slot->gate->check_credit_accounting() : ""; !broken.empty()) {
+    if (credit_violation_.empty()) credit_violation_ = fmt::format("task {}: {}", slot->id, broken);
+  }
   slot->gate.reset();
   // Buffers this task's consumers released come home by post: let them arrive.
   const auto in_use = [slot] {
@@ -488,6 +476,7 @@ rt::task<job_result> runner::run() {
   if (io::result<void> claimed = directories->claim_outputs(plan->checkpoint.has_value()); !claimed) {
     for (task_slot& slot : slots_) co_await rt::run_on(slot.executor, destroy(&slot));
     result.buffer_violations = buffer_violations_;
+  result.credit_violation = credit_violation_;
     result.exit_code = 2;
     result.message = claimed.error().message();
     co_return result;
@@ -536,6 +525,7 @@ rt::task<job_result> runner::run() {
   for (std::size_t e = 0; e < transports_.size(); ++e) co_await rt::run_on(&engine_.at(e), close_transport(e));
   for (task_slot& slot : slots_) co_await rt::run_on(slot.executor, destroy(&slot));
   result.buffer_violations = buffer_violations_;
+  result.credit_violation = credit_violation_;
   if (failure_) {
     result.exit_code = 1;
     result.message = *failure_;
@@ -576,6 +566,7 @@ job_result run_job(job_builder& job, job_settings settings) {
                     .simulation = settings.simulation});
     const std::stop_token stop = settings.stop;
     auto r = std::make_unique<runner>(job, std::move(settings), eng, memory, std::move(identity));
+    const rt::wait_report_scope reporting(*r);
     r->directories = &dirs.value();
     {
       std::stop_callback on_stop(stop, [&eng] { eng.request_stop(); });

@@ -118,7 +118,9 @@ rt::task<void> stream_task::run() {
   std::optional<std::string> failed;
   const std::stop_token stop = co_await rt::current_stop_token();
   try {
+    phase_ = phase::restoring;
     io::result<void> ok = co_await restore();
+    phase_ = phase::running;
     auto next_yield = wiring_.executor->now();
     while (ok) {
       if (stop.stop_requested()) {  // the job is ending (another task failed, or a signal)
@@ -151,6 +153,7 @@ rt::task<void> stream_task::run() {
       if (wiring_.gate->finished() && !(current_channel_ && !deserializers_[*current_channel_].needs_buffer())) break;
       ok = co_await step_input();
     }
+    phase_ = phase::ending;
     if (ok) ok = co_await handle_mailbox();  // a commit that came with the end
     if (ok && built_.output_->backlogged()) ok = co_await built_.output_->drain();
     if (ok && wiring_.partition != nullptr && !wiring_.partition->finished()) {
@@ -169,8 +172,10 @@ rt::task<void> stream_task::run() {
     failed = fmt::format("task {}: {}", wiring_.name, e.what());
   }
   if (failed && stop.stop_requested()) failed.reset();  // stopped by the job, not failed
+  phase_ = phase::closing;
   co_await built_.output_->close();
   co_await checkpoint_.close();
+  phase_ = phase::ended;
   ss::task_id id = wiring_.id;
   task_listener* listener = wiring_.listener;
   wiring_.runner->post([listener, id, failed] { listener->task_ended(id, failed); });

@@ -95,6 +95,10 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
 
   const std::string& name() const noexcept { return wiring_.name; }
   std::uint64_t records_in() const noexcept { return records_in_; }
+  // Where the task is and what it waits for, in one line without '\n' (a hang report: the
+  // simulation's, through the runner's wait_reporter). On the task's executor, or while no
+  // executor runs. stream_task_report.cpp.
+  std::string describe() const;
 
  private:
   struct trigger_msg {
@@ -156,6 +160,7 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   std::deque<message> mailbox_;
   runtime::event wake_;
   std::uint64_t records_in_ = 0;
+  enum class phase { created, restoring, running, ending, closing, ended } phase_ = phase::created;
 };
 
 }  // namespace sluice::dataflow::detail

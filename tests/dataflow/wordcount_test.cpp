@@ -53,6 +53,10 @@ TEST_CASE("word count equals an independent count, in every checkpoint mode and 
   CHECK_FALSE(r.resumed_from);
   CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));
   CHECK(r.final.checkpoints_completed >= 1);  // at least the final one
+  // Quiescent at the end: every segment home, no buffer recycled twice, every gate's credit identity.
+  CHECK(r.leaked_segments == 0);
+  CHECK(r.buffer_violations == 0);
+  CHECK(r.credit_violation.empty());
 }
 
 TEST_CASE("windowed word count gives each tumbling window of lines its counts", "[dataflow][wordcount]") {

@@ -96,6 +96,9 @@ struct job_result {
   // into a pool that did not lend it or twice): always 0 unless a buffer was recycled more than once
   // (the simulation checks it).
   std::uint64_t buffer_violations = 0;
+  // The first input gate whose credit identity (buffers/input_gate.hpp) did not hold once its task
+  // had ended, and why: always empty unless credit was miscounted (the simulation checks it).
+  std::string credit_violation;
 };
 
 // Throws std::invalid_argument for a graph that cannot run (a stage without a tail, settings out of
