@@ -160,12 +160,7 @@ runtime::task<void> channel_state_writer::finalize(checkpoint_job* job) {
     // The checkpoint completes (the task acknowledges, the coordinator commits the manifest) before
     // its state file is durable: the fsync comes after.
     io::file unsynced = std::move(job->file);
-    const std::unique_ptr<checkpoint_job> done = std::move(current_);
-    checkpoint_outcome outcome;
-    outcome.state = checkpoint_outcome::status::completed;
-    outcome.channel_state_bytes = done->channel_state_bytes;
-    outcome.operator_state_bytes = done->operator_state_bytes;
-    settle(done->id, std::move(outcome));
+    complete_ongoing();
     auto late_sync = co_await unsynced.fsync();
     auto late_close = co_await unsynced.close();
     (void)late_sync;
@@ -185,6 +180,11 @@ runtime::task<void> channel_state_writer::finalize(checkpoint_job* job) {
     co_return;
   }
   assert(current_.get() == job);
+  complete_ongoing();
+}
+
+// The ongoing checkpoint's file is durable and closed: it completed.
+void channel_state_writer::complete_ongoing() {
   const std::unique_ptr<checkpoint_job> done = std::move(current_);
   checkpoint_outcome outcome;
   outcome.state = checkpoint_outcome::status::completed;

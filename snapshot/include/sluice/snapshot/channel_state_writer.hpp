@@ -208,6 +208,7 @@ class channel_state_writer {
   runtime::task<void> finalize(checkpoint_job* job);
   runtime::task<void> retire();
   void fail(checkpoint_job& job, const io::error& error);
+  void complete_ongoing();  // its file durable and closed: the ongoing checkpoint completed
 
   runtime::executor* owner_;
   task_id task_;

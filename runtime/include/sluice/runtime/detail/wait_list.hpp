@@ -37,20 +37,22 @@ class list_wait : public stoppable_wait {
 
   // The primitive hands this waiter what it waited for: unlink and schedule (owner thread).
   void wake() noexcept {
-    assert(list_ != nullptr);
-    list_->remove(this);
-    woken_ = true;
-    finish_target();
+    unlink_woken();
     release();
   }
   // Like wake(), but resumes the waiter at once, on this stack. Invariant 3 forbids it: only the
   // inline-recycle planted bug (plant.hpp) calls it.
   void wake_inline() noexcept {
+    unlink_woken();
+    release_inline();
+  }
+
+ private:
+  void unlink_woken() noexcept {
     assert(list_ != nullptr);
     list_->remove(this);
     woken_ = true;
     finish_target();
-    release_inline();
   }
 
  protected:
