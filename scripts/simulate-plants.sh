@@ -8,11 +8,11 @@
 #   scripts/simulate-plants.sh <sluice>        the sluice binary to use
 #
 # Environment:
-#   SLUICE_PLANT_SEEDS=<n>   the seed budget of each planted bug and job (default 300)
+#   SLUICE_PLANT_SEEDS=<n>   the seed budget of each planted bug and job (default 500)
 set -euo pipefail
 
 sluice=${1:?usage: scripts/simulate-plants.sh <sluice binary>}
-budget=${SLUICE_PLANT_SEEDS:-300}
+budget=${SLUICE_PLANT_SEEDS:-500}
 
 # Where each planted bug is searched for: the jobs, in order, with the fault class. The budget is
 # per job; the bug must be found in one of them.
