@@ -61,12 +61,13 @@ const char* to_string(fault_class f) noexcept { return fault_names[static_cast<i
 std::string scenario::describe() const {
   return fmt::format(
       "job={} seed={} faults={}{} parallelism={} executors={} transport={} mode={} interval={}ms "
-      "alignment-timeout={}ms{} floating={} segment={}KiB lines={}{} crashes={} batch={}",
+      "alignment-timeout={}ms{} floating={} segment={}KiB lines={}{} crashes={} batch={}{}",
       to_string(job), seed, to_string(faults), plant.empty() ? "" : " plant=" + plant, parallelism, executors,
       transport, mode_name(mode), interval.count(), alignment_timeout.count(),
       checkpoint_timeout.count() < 600'000 ? fmt::format(" checkpoint-timeout={}ms", checkpoint_timeout.count()) : "",
       floating_buffers,
-      segment_bytes / 1024, lines, big_records ? " big-records" : "", crashes, batch_limit);
+      segment_bytes / 1024, lines, big_records ? " big-records" : "", crashes, batch_limit,
+      ring_entries != 0 ? fmt::format(" ring={}", ring_entries) : std::string());
 }
 
 scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std::string plant) {
@@ -117,6 +118,10 @@ scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std
   }
   if (disk || net) s.rates.cancel_late = static_cast<std::uint32_t>(r.between(0, 200'000));
   if (crash) s.crashes = static_cast<unsigned>(r.between(1, 3));
+  // A third of the seeds give each executor a ring of 16-48 operations, so submissions wait in its
+  // backlog (a full SQ); with faults, half of them find the ring busy (EBUSY) now and then.
+  if (later.below(3) == 0) s.ring_entries = later.between(16, 48);
+  if ((disk || net) && later.coin()) s.rates.ring_busy = static_cast<std::uint32_t>(later.between(1000, 100'000));
   return s;
 }
 

@@ -46,6 +46,7 @@ struct scenario {
   sim::fault_rates rates{};
   unsigned crashes = 0;            // process crashes to place
   std::uint32_t batch_limit = 4;
+  std::size_t ring_entries = 0;    // operations in flight per executor before a backlog (0: no cap)
 
   // One line: everything above.
   std::string describe() const;

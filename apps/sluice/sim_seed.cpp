@@ -165,6 +165,7 @@ void close_epoch(epoch_report& r, const sim::world& w) {
   wo.liveness_limit = 120s;
   wo.crash_at_step = plan.crash_at_step;
   wo.batch_limit = s.batch_limit;
+  wo.ring_entries = s.ring_entries;
   wo.working_directory = std::string(sim_root);
   wo.trace = plan.trace ? stderr : nullptr;
   wo.on_crash = [&report, report_fd](sim::world& w) {

@@ -41,9 +41,10 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> parse_range(const std::st
 
 using snapshot::json_string;
 
-std::string reproduce(const simulate::scenario& s) {
-  return fmt::format("sluice simulate --job {} --seeds {}-{} --faults {}{} --trace", simulate::to_string(s.job), s.seed,
-                     s.seed, simulate::to_string(s.faults), s.plant.empty() ? "" : " --plant " + s.plant);
+std::string reproduce(const simulate::scenario& s, std::uint64_t ring) {
+  return fmt::format("sluice simulate --job {} --seeds {}-{} --faults {}{}{} --trace", simulate::to_string(s.job),
+                     s.seed, s.seed, simulate::to_string(s.faults), s.plant.empty() ? "" : " --plant " + s.plant,
+                     ring == 0 ? std::string() : fmt::format(" --ring {}", ring));
 }
 
 }  // namespace
@@ -58,6 +59,9 @@ void add_simulate_options(CLI::App& command, simulate_options& o) {
   command.add_flag("--json", o.json, "One JSON object per seed, then a summary object");
   command.add_flag("--trace", o.trace, "Print every scheduling and fault decision (to read one seed)");
   command.add_flag("--list-plants", o.list_plants, "Print the planted bugs this build has, one a line");
+  add_number_option(command, "--ring", o.ring,
+                    "Give every executor a ring of N operations in flight, for every seed (0: each seed's own)", 0,
+                    1'000'000);
   command.add_flag("--first-failure", o.first_failure,
                    "Stop after the first seed that fails (with --plant: once the planted bug is found)");
   add_number_option(command, "--twice-every", o.twice_every,
@@ -97,7 +101,8 @@ int run_simulate(const simulate_options& o) {
   double simulated = 0;
   for (std::uint64_t seed = seeds->first;; ++seed) {
     if (seed > seeds->second && (o.soak_minutes == 0 || std::chrono::steady_clock::now() >= soak_until)) break;
-    const simulate::scenario s = simulate::make_scenario(*job, seed, faults, o.plant);
+    simulate::scenario s = simulate::make_scenario(*job, seed, faults, o.plant);
+    if (o.ring != 0) s.ring_entries = o.ring;
     simulate::seed_options so;
     so.trace = o.trace;
     so.twice = o.twice_every != 0 && seed % o.twice_every == 0;
@@ -118,10 +123,10 @@ int run_simulate(const simulate_options& o) {
                  "\"scenario\":{}{}}}\n",
                  seed, simulate::to_string(*job), o.faults, r.failed ? "false" : "true", r.steps, r.simulated_seconds,
                  r.crashes, r.restores, r.attempts, r.faults, r.output_lines, r.trace_hash, json_string(s.describe()),
-                 r.failed ? ",\"failure\":" + json_string(r.failure) + ",\"reproduce\":" + json_string(reproduce(s))
+                 r.failed ? ",\"failure\":" + json_string(r.failure) + ",\"reproduce\":" + json_string(reproduce(s, o.ring))
                           : std::string());
     } else if (r.failed) {
-      fmt::print("FAIL seed {} ({}): {}\n  reproduce: {}\n", seed, s.describe(), r.failure, reproduce(s));
+      fmt::print("FAIL seed {} ({}): {}\n  reproduce: {}\n", seed, s.describe(), r.failure, reproduce(s, o.ring));
     }
     std::fflush(stdout);
     if (r.failed && o.first_failure) break;

@@ -18,6 +18,7 @@ struct simulate_options {
   bool trace = false;
   bool list_plants = false;
   bool first_failure = false;      // stop after the first seed that fails
+  std::uint64_t ring = 0;          // every executor's ring size, for every seed (0: each seed draws)
   std::uint64_t twice_every = 10;  // every N-th seed runs twice, to check determinism (0: never)
   std::uint64_t soak_minutes = 0;  // keep going past the last seed until this much time passed
 };

@@ -88,6 +88,7 @@ void world::run(std::span<runtime::executor* const> executors, bool (*done)(void
                               std::chrono::duration_cast<std::chrono::seconds>(options_.liveness_limit).count(),
                               describe_waits(executors)));
     }
+    drain_backlogs();
     runnable.clear();
     for (runtime::executor* ex : executors) {
       if (ex->has_work()) runnable.push_back(ex);
@@ -146,6 +147,12 @@ std::string world::describe_waits(std::span<runtime::executor* const> executors)
     }
     out += fmt::format("  executor {} waits for {} (submitted {:.3f} ms ago)\n", p.owner->index(), what,
                        std::chrono::duration<double, std::milli>(now_ - p.ready_at).count());
+  }
+  for (const backend* b : backends_) {
+    for (const io_op* op : b->backlog_) {
+      out += fmt::format("  executor {} has {} on fd {} in its backlog (the ring holds {} in flight)\n", b->index(),
+                         runtime::to_string(op->code), op->fd, b->in_ring_);
+    }
   }
   // What the program's own parts say they wait for (a job's tasks: wait_report.hpp).
   out += runtime::describe_waits();

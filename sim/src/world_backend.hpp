@@ -40,6 +40,8 @@ class world::backend final : public runtime::io_backend {
   }
 
   std::size_t in_world_ = 0;
+  std::size_t in_ring_ = 0;                 // non-internal operations in flight (ring_entries)
+  std::deque<runtime::io_op*> backlog_;    // submitted, waiting for room in the ring
 
  private:
   world& world_;

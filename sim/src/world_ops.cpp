@@ -44,12 +44,57 @@ void world::submit(backend& b, io_op& op) {
     cancel(b, op);
     return;
   }
+  if (!op.internal) {
+    // A full ring, or one the kernel reports busy: the operation waits in the FIFO backlog, behind
+    // any already there, and enters the ring at a later step (drain_backlogs).
+    const bool full = options_.ring_entries != 0 && b.in_ring_ >= options_.ring_entries;
+    if (full || !b.backlog_.empty() || fault(options_.faults.ring_busy)) {
+      note(full ? "sq-full" : "sq-busy", static_cast<int>(op.code), op.fd);
+      b.backlog_.push_back(&op);
+      return;
+    }
+    ++b.in_ring_;
+  }
   pending_.push_back({&op, &b, now_ + latency(op), seq_++});
+}
+
+void world::drain_backlogs() {
+  for (backend* b : backends_) {
+    while (!b->backlog_.empty() && (options_.ring_entries == 0 || b->in_ring_ < options_.ring_entries)) {
+      io_op& op = *b->backlog_.front();
+      b->backlog_.pop_front();
+      ++b->in_ring_;
+      pending_.push_back({&op, b, now_ + latency(op), seq_++});
+    }
+  }
+}
+
+std::size_t world::pending_operations() const noexcept {
+  std::size_t n = pending_.size();
+  for (const backend* b : backends_) n += b->backlog_.size();
+  return n;
+}
+
+// A cancel whose target still waits in a backlog: it never reaches the ring, and both complete
+// (the target with -ECANCELED), as the io_uring backend does.
+bool world::cancel_in_backlog(backend& b, io_op& cancel_op) {
+  for (backend* owner : backends_) {
+    auto it = std::find(owner->backlog_.begin(), owner->backlog_.end(), cancel_op.target);
+    if (it == owner->backlog_.end()) continue;
+    owner->backlog_.erase(it);
+    --owner->in_world_;
+    note("cancel-backlogged", static_cast<int>(cancel_op.target->code), cancel_op.target->fd);
+    owner->finish(*cancel_op.target, -ECANCELED);
+    b.finish(cancel_op, 0);
+    return true;
+  }
+  return false;
 }
 
 void world::cancel(backend& b, io_op& cancel_op) {
   auto it = std::find_if(pending_.begin(), pending_.end(), [&](const pending_op& p) { return p.op == cancel_op.target; });
   --b.in_world_;
+  if (it == pending_.end() && cancel_in_backlog(b, cancel_op)) return;
   if (it == pending_.end()) {
     note("cancel-missed", static_cast<int>(cancel_op.target != nullptr ? cancel_op.target->code : op_code::nop), 0);
     b.finish(cancel_op, -ENOENT);
@@ -68,6 +113,7 @@ void world::cancel(backend& b, io_op& cancel_op) {
   backend& owner = *it->owner;
   pending_.erase(it);
   --owner.in_world_;
+  if (!target.internal) --owner.in_ring_;
   note("cancel", static_cast<int>(target.code), target.fd);
   // Either completion may come first.
   if (random_.coin()) {
@@ -121,6 +167,7 @@ void world::complete(std::size_t index) {
   pending_op p = pending_[index];
   pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(index));
   --p.owner->in_world_;
+  if (!p.op->internal) --p.owner->in_ring_;
   std::string detail;
   if (options_.trace != nullptr) {
     if (const descriptor* d = find(p.op->fd)) detail = d->path;

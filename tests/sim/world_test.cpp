@@ -83,6 +83,21 @@ std::vector<int> ready_order(std::uint64_t seed) {
   return order;
 }
 
+runtime::task<void> sleep_flag(std::chrono::nanoseconds d, bool* slept) { *slept = co_await runtime::sleep_for(d); }
+
+// Two sleeps on a ring of one: the second waits in the backlog; a stop cancels both at once.
+runtime::task<std::chrono::nanoseconds> stop_backlogged(runtime::executor* ex, bool* first, bool* second) {
+  co_await runtime::switch_to(*ex);
+  const auto start = ex->now();
+  runtime::scope sleeps;
+  sleeps.spawn(sleep_flag(5s, first));
+  sleeps.spawn(sleep_flag(10s, second));
+  for (int i = 0; i < 4; ++i) co_await runtime::yield();
+  sleeps.request_stop();
+  co_await sleeps.join();
+  co_return ex->now() - start;
+}
+
 class waits_for_godot final : public runtime::wait_reporter {
  public:
   void report_waits(std::string& out) const override { out += "  task 7 (estragon) waits for Godot\n"; }
@@ -101,6 +116,24 @@ TEST_CASE("world: the seed draws which ready coroutine runs next, the same seed 
     if (order != fifo) some_other = true;
   }
   CHECK(some_other);
+}
+
+TEST_CASE("world: a ring of one operation runs the rest from its backlog, in order, and a stop cancels a backlogged one") {
+  sim::world w({.seed = 5, .ring_entries = 1});
+  runtime::system_scope scope(w.kernel());
+  std::string a, b;
+  {
+    runtime::engine eng({.executors = 2, .handle_signals = false, .simulation = &w});
+    eng.block_on(both(&eng, &a, &b));
+    bool first = true, second = true;
+    const auto took = eng.block_on(stop_backlogged(&eng.at(0), &first, &second));
+    CHECK_FALSE(first);
+    CHECK_FALSE(second);
+    CHECK(took < 5s);  // the backlogged sleep did not wait for the first to end
+  }
+  CHECK(w.pending_operations() == 0);  // nothing left in the ring or the backlog
+  CHECK(a == std::string(10000, 'a'));
+  CHECK(b == "bee");
 }
 
 TEST_CASE("world: a hang report says what the program's registered reporters wait for") {

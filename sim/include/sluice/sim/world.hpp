@@ -50,6 +50,7 @@ struct fault_rates {
   std::uint32_t net_refuse = 0;   // a connect is refused
   std::uint32_t net_stall = 0;    // a send stalls its connection's delivery for 1 to 60 ms
   std::uint32_t cancel_late = 0;  // a cancel finds its target already done
+  std::uint32_t ring_busy = 0;    // a submission finds the ring busy (EBUSY): it waits in the backlog
 };
 
 struct world_options {
@@ -64,6 +65,10 @@ struct world_options {
   std::function<void(class world&, const std::string& why)> on_hang;
   // How many ready coroutines an executor resumes per turn, at most (the engine's batch limit).
   unsigned batch_limit = 4;
+  // Operations an executor's ring holds in flight (its SQ/CQ cap); more wait in its FIFO backlog
+  // until one completes, as with io_uring. Internal ones (wake-up reads, cancels) use a reserve.
+  // 0: no limit.
+  std::size_t ring_entries = 0;
   std::string working_directory = "/sim";
   std::FILE* trace = nullptr;
 };
@@ -98,7 +103,7 @@ class world final : public runtime::simulation, public runtime::system {
   std::uint64_t faults_injected() const noexcept { return faults_injected_; }
   bool faults_active() const noexcept { return now_ - start_ < options_.faults_for; }
   std::size_t open_descriptors() const noexcept { return fds_.size(); }
-  std::size_t pending_operations() const noexcept { return pending_.size(); }
+  std::size_t pending_operations() const noexcept;
   // One line per operation still waiting, and per executor that could run.
   std::string describe_waits(std::span<runtime::executor* const> executors) const;
   const world_options& options() const noexcept { return options_; }
@@ -169,6 +174,8 @@ class world final : public runtime::simulation, public runtime::system {
   clock::time_point wake_time(const pending_op& p) const;
   void complete(std::size_t index);
   void cancel(backend& b, runtime::io_op& cancel_op);
+  bool cancel_in_backlog(backend& b, runtime::io_op& cancel_op);
+  void drain_backlogs();
   bool fault(std::uint32_t per_million);
 
   // world_system.cpp: descriptors and paths.
