@@ -92,56 +92,45 @@ if [[ -x "$prefix/bin/sluice" ]]; then
 fi
 install_result="ok"
 
-# ---- 3. sanitizers ---------------------------------------------------------
+# ---- 3. and 4. sanitizers ---------------------------------------------------
+# sanitized_suite <dir> <step> <name> <cmake option>: configures, builds and runs the suite with one
+# sanitizer, at -O1 without NDEBUG (assertions stay on). The caller puts the sanitizer's runtime
+# options in front of the call; they reach ctest's tests.
+sanitized_suite() {
+  local dir=$1 label=$2 name=$3 option=$4
+  step="$label configure"
+  say "configuring $name build in $dir"
+  cmake -S "$repo" -B "$dir" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -D"$option"=ON -DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_APPS=OFF \
+    -DSLUICE_TEST_TIMEOUT="$test_timeout"
+
+  step="$label build"
+  say "building $name (-j$jobs)"
+  cmake --build "$dir" -j "$jobs"
+
+  step="$label tests"
+  say "running tests under $name (-j$jobs)"
+  ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs"
+}
+
 asan_result="skipped (SLUICE_SKIP_ASAN=1)"
 if [[ "${SLUICE_SKIP_ASAN:-0}" != 1 ]]; then
-  asan="$build_base/asan"
-  step="asan configure"
-  say "configuring ASan+UBSan build in $asan"
-  # No NDEBUG here: assertions stay on under the sanitizers.
-  cmake -S "$repo" -B "$asan" -G Ninja \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DSLUICE_SANITIZE=ON -DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_APPS=OFF \
-    -DSLUICE_TEST_TIMEOUT="$test_timeout"
-
-  step="asan build"
-  say "building ASan+UBSan (-j$jobs)"
-  cmake --build "$asan" -j "$jobs"
-
-  step="asan tests"
-  say "running tests under ASan+UBSan (-j$jobs)"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$asan" --output-on-failure --no-tests=error -j "$jobs"
-  asan_result="$(count_tests "$asan") tests passed"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    sanitized_suite "$build_base/asan" asan ASan+UBSan SLUICE_SANITIZE
+  asan_result="$(count_tests "$build_base/asan") tests passed"
 fi
 
-# ---- 4. thread sanitizer ---------------------------------------------------
 # The engine's threads, the inbox and cross-executor releases: the races a single-threaded
-# simulation cannot see. Any report fails the test that produced it (TSan exits 66).
+# simulation cannot see. Any report fails the test that produced it (TSan exits 66);
+# halt_on_error: the first report ends that test, with the report in its output.
 tsan_result="skipped (SLUICE_SKIP_TSAN=1)"
 if [[ "${SLUICE_SKIP_TSAN:-0}" != 1 ]]; then
-  tsan="$build_base/tsan"
   tsan_start=$SECONDS
-  step="tsan configure"
-  say "configuring ThreadSanitizer build in $tsan"
-  cmake -S "$repo" -B "$tsan" -G Ninja \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DSLUICE_TSAN=ON -DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_APPS=OFF \
-    -DSLUICE_TEST_TIMEOUT="$test_timeout"
-
-  step="tsan build"
-  say "building ThreadSanitizer (-j$jobs)"
-  cmake --build "$tsan" -j "$jobs"
-
-  step="tsan tests"
-  say "running tests under ThreadSanitizer (-j$jobs)"
-  # halt_on_error: the first report ends that test, with the report in its output.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    ctest --test-dir "$tsan" --output-on-failure --no-tests=error -j "$jobs"
-  tsan_result="$(count_tests "$tsan") tests passed in $((SECONDS - tsan_start))s"
+    sanitized_suite "$build_base/tsan" tsan ThreadSanitizer SLUICE_TSAN
+  tsan_result="$(count_tests "$build_base/tsan") tests passed in $((SECONDS - tsan_start))s"
 fi
 
 # ---- 5. the deterministic simulation ---------------------------------------
