@@ -155,6 +155,45 @@ TEST_CASE("a maximum record size out of range is refused", "[dataflow][records]"
   CHECK_THROWS_WITH(run_job(b, s), Catch::Contains("max_record_bytes"));
 }
 
+TEST_CASE("a segment size that is not a power of two from 4 KiB to 32 KiB, or a checkpoint timeout under 1 ms, is refused",
+          "[dataflow][records]") {
+  temp_dir dir;
+  job_builder b("wordcount");
+  build_wordcount(b, {dir.file("input.txt"), dir.file("out"), 1, 0});
+  for (const std::size_t bytes : {std::size_t{0}, std::size_t{2048}, std::size_t{12288}, std::size_t{65536}}) {
+    INFO("segment_bytes " << bytes);
+    job_settings s = settings_for(dir, checkpoint_mode::unaligned, "local");
+    s.segment_bytes = bytes;
+    CHECK_THROWS_WITH(run_job(b, s), Catch::Contains("segment_bytes"));
+  }
+  job_settings s = settings_for(dir, checkpoint_mode::unaligned, "local");
+  s.checkpoint_timeout = std::chrono::milliseconds(0);
+  CHECK_THROWS_WITH(run_job(b, s), Catch::Contains("checkpoint_timeout"));
+}
+
+TEST_CASE("records from 1 byte to 4 segments in segments of 4 KiB are counted exactly once", "[dataflow][records]") {
+  const auto mode = GENERATE(checkpoint_mode::aligned, checkpoint_mode::unaligned);
+  const std::string transport = GENERATE("local", "tcp");
+  INFO("mode " << sluice::snapshot::to_string(mode) << ", transport " << transport);
+  temp_dir dir;
+  {
+    std::mt19937_64 rng(11);
+    std::ofstream out(dir.file("input.txt"));
+    for (int i = 0; i < 400; ++i) {
+      out << word_of(std::uniform_int_distribution<std::size_t>(1, 4 * 4096)(rng), rng() % 20) << '\n';
+    }
+  }
+  job_builder b("wordcount");
+  build_wordcount(b, {dir.file("input.txt"), dir.file("out"), 2, 0});
+  job_settings s = settings_for(dir, mode, transport);
+  s.segment_bytes = 4096;
+  const job_result r = run_job(b, s);
+  INFO(r.message);
+  REQUIRE(r.exit_code == 0);
+  CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));
+  CHECK(r.leaked_segments == 0);
+}
+
 TEST_CASE("resuming from an unaligned checkpoint whose channel state splits records larger than a segment restores it",
           "[dataflow][crash][records]") {
   const std::string transport = GENERATE("local", "tcp");
