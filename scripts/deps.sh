@@ -13,6 +13,10 @@ SLUICE_PACKAGES=(
   build-essential g++ cmake ninja-build pkg-config ccache
   liburing-dev libboost-context-dev libboost-dev libfmt-dev catch2
   libcli11-dev
+  # one job across processes (issue 12): etcd and its client for the cluster tests, HTTP and JSON
+  # parsers for the etcd gateway client, HMAC for the data port's hello, iproute2 for the tests'
+  # network namespaces
+  etcd-server etcd-client libhttp-parser-dev nlohmann-json3-dev libssl-dev iproute2
   # the fuzz targets (scripts/fuzz.sh): clang 14, its libFuzzer and sanitizer runtimes, and
   # llvm-symbolizer for readable crash reports
   clang-14 libclang-rt-14-dev llvm-14
