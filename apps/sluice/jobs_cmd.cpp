@@ -55,7 +55,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
   settings.checkpoint_interval = std::chrono::milliseconds(o.checkpoint_interval_ms);
   settings.mode = parse_mode(o.checkpoint_mode);
   settings.alignment_timeout = std::chrono::milliseconds(o.alignment_timeout_ms);
-  settings.transport = o.transport;
+  settings.transport = *dataflow::parse_transport(o.transport);
   settings.executors = o.executors;
   settings.max_record_bytes = static_cast<std::size_t>(o.max_record_bytes);
   // Two threads use `line` and `sampler`, never at once: on_progress runs on the job's executor 0

@@ -200,7 +200,7 @@ dataflow::job_settings settings_for(const scenario& s, runtime::simulation* simu
   settings.mode = s.mode;
   settings.alignment_timeout = s.alignment_timeout;
   settings.checkpoint_timeout = s.checkpoint_timeout;
-  settings.transport = s.transport;
+  settings.transport = *dataflow::parse_transport(s.transport);
   settings.executors = s.executors;
   settings.floating_buffers = s.floating_buffers;
   settings.segment_bytes = s.segment_bytes;

@@ -1,6 +1,7 @@
 // run_job: places a job's tasks on an engine, wires their channels, runs the coordinator, and ends
 // the job with a final checkpoint (job_runner.hpp).
-#include "job_budget.hpp"
+#include "channel_wiring.hpp"
+#include "settings_check.hpp"
 #include "job_directories.hpp"
 #include "task_slot.hpp"
 #include "stream_task.hpp"
@@ -10,6 +11,7 @@
 #include <sluice/buffers/segment.hpp>
 #include <sluice/buffers/tcp_transport.hpp>
 #include <sluice/dataflow/job_fingerprint.hpp>
+#include <sluice/dataflow/job_plan.hpp>
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/log.hpp>
@@ -31,7 +33,6 @@ namespace sluice::dataflow {
 namespace rt = sluice::runtime;
 namespace bf = sluice::buffers;
 namespace ss = sluice::snapshot;
-using detail::stage_shape;
 using detail::stream_task;
 using detail::task_slot;
 
@@ -43,8 +44,10 @@ constexpr std::size_t record_framing_bytes = 4096;
 
 class runner final : public detail::task_listener, public rt::wait_reporter {
  public:
-  runner(job_builder& job, job_settings settings, rt::engine& eng, bf::network_memory& memory, job_fingerprint identity)
-      : job_(job), settings_(std::move(settings)), engine_(eng), memory_(memory), identity_(std::move(identity)) {}
+  runner(job_builder& job, job_settings settings, const job_plan& plan, rt::engine& eng, bf::network_memory& memory,
+         job_fingerprint identity)
+      : job_(job), settings_(std::move(settings)), plan_(plan), engine_(eng), memory_(memory),
+        identity_(std::move(identity)) {}
   detail::job_directories* directories = nullptr;  // locked by run_job; claimed once recovery is planned
 
   rt::task<job_result> run();
@@ -82,16 +85,7 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   rt::task<void> make_task(task_slot* slot, const ss::task_state* recovered);
   rt::task<void> restore_operators(task_slot* slot, std::optional<std::string>* problem);
   rt::task<std::optional<std::string>> restore_problem(const ss::recovery_plan& plan);
-  std::vector<std::pair<task_slot*, std::uint32_t>> producers_of(const task_slot& consumer);
-  rt::task<void> connect_local(task_slot* consumer);
-  rt::task<void> make_local_channel(task_slot* producer, task_slot* consumer, std::uint32_t j);
-  rt::task<void> connect_pump(task_slot* consumer, std::uint32_t j, bf::credit_route* route);
-  rt::task<void> start_transport(std::size_t executor);
-  rt::task<void> serve(task_slot* slot);
-  rt::task<void> open_remote(task_slot* consumer);
-  rt::task<void> wait_remote_closed(task_slot* slot);
   rt::task<void> destroy(task_slot* slot);
-  rt::task<void> close_transport(std::size_t executor);
   rt::task<void> controller();
   rt::task<void> run_task(task_slot* slot);
   rt::task<void> run_helpers(task_slot* slot);
@@ -102,14 +96,14 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
 
   job_builder& job_;
   job_settings settings_;
+  const job_plan& plan_;
   rt::engine& engine_;
   bf::network_memory& memory_;
   job_fingerprint identity_;  // job_fingerprint.hpp
   std::optional<ss::checkpoint_storage> storage_;
   std::optional<ss::coordinator> coordinator_;
-  std::vector<stage_shape> shapes_;
   std::vector<task_slot> slots_;
-  std::vector<std::unique_ptr<bf::tcp_transport>> transports_;
+  std::optional<detail::channel_wiring> wiring_;
   std::size_t data_ended_ = 0;
   std::size_t tasks_ended_ = 0;
   std::uint64_t buffer_violations_ = 0;  // counted by the pools of destroyed tasks
@@ -124,31 +118,29 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
 
 rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovered) {
   const stage_def& stage = job_.stages()[slot->stage];
-  const stage_shape& shape = shapes_[slot->stage];
-  std::size_t downstream_parallelism = 0;
-  if (shape.downstream) {
-    downstream_parallelism = shapes_[*shape.downstream].parallelism;
-    const std::size_t max = 3 * downstream_parallelism + 8;
-    slot->out_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, max);
+  const task_plan& planned = plan_.task(slot->id);
+  const task_buffers& budget = planned.buffers;  // the memory budget (job_plan.hpp)
+  const std::size_t downstream_parallelism = planned.downstream_parallelism;
+  if (downstream_parallelism > 0) {
+    slot->out_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, budget.output);
     slot->partition = std::make_unique<bf::result_partition>(
         *slot->out_pool, bf::partition_options{.subpartitions = downstream_parallelism,
                                                 .flush_timeout = settings_.flush_timeout,
                                                 .max_record_bytes = settings_.max_record_bytes + record_framing_bytes});
-    slot->priority_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, 4);
+    slot->priority_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, budget.priority);
     slot->partition->set_priority_event_pool(*slot->priority_pool);
   }
-  std::vector<std::size_t> input_channels;
-  for (std::size_t up : stage.upstreams) input_channels.push_back(shapes_[up].parallelism);
+  std::vector<std::size_t> input_channels = planned.input_channels;
   if (!input_channels.empty()) {
     std::size_t channels = 0;
     for (std::size_t n : input_channels) channels += n;
-    slot->in_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 2 * channels,
-                                                            2 * channels + settings_.floating_buffers);
+    slot->in_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), budget.exclusive,
+                                                            budget.exclusive + budget.floating);
     slot->gate = std::make_unique<bf::input_gate>(
-        *slot->in_pool, bf::gate_options{.channels = channels, .exclusive_per_channel = 2, .floating = settings_.floating_buffers});
+        *slot->in_pool, bf::gate_options{.channels = channels, .exclusive_per_channel = 2, .floating = budget.floating});
     slot->pump = std::make_unique<bf::gate_credit_pump>(*slot->gate);
   }
-  task_builder b(slot->id, slot->subtask, shape.parallelism, slot->partition.get(), downstream_parallelism,
+  task_builder b(slot->id, slot->subtask, stage.parallelism, slot->partition.get(), downstream_parallelism,
                  std::move(input_channels));
   b.set_max_record_bytes(settings_.max_record_bytes);
   stage.build(b);
@@ -197,86 +189,25 @@ rt::task<std::optional<std::string>> runner::restore_problem(const ss::recovery_
     auto it = plan.tasks.find(id);
     return it == plan.tasks.end() ? nullptr : &it->second.state;
   };
-  for (task_slot& consumer : slots_) {
-    for (auto [producer, j] : producers_of(consumer)) {
+  for (const task_plan& consumer : plan_.tasks()) {
+    for (const channel_plan& c : plan_.inputs_of(consumer.id)) {
       bf::record_framing framing(settings_.max_record_bytes + record_framing_bytes);
-      if (const ss::task_state* in = state_of(consumer.id)) {
-        if (auto it = in->input_channels.find({0, j}); it != in->input_channels.end()) framing.feed(it->second);
+      if (const ss::task_state* in = state_of(c.consumer)) {
+        if (auto it = in->input_channels.find({0, c.gate_channel}); it != in->input_channels.end()) {
+          framing.feed(it->second);
+        }
       }
-      if (const ss::task_state* out = state_of(producer->id)) {
-        const ss::channel_key sub{0, static_cast<std::uint32_t>(consumer.subtask)};
+      if (const ss::task_state* out = state_of(c.producer)) {
+        const ss::channel_key sub{0, c.subpartition};
         if (auto it = out->output_channels.find(sub); it != out->output_channels.end()) framing.feed(it->second);
       }
       if (std::optional<std::string> fault = framing.finish()) {
-        co_return fmt::format("the channel state from task {} to task {} (input channel {}): {}", producer->id,
-                              consumer.id, j, *fault);
+        co_return fmt::format("the channel state from task {} to task {} (input channel {}): {}", c.producer,
+                              c.consumer, c.gate_channel, *fault);
       }
     }
   }
   co_return std::nullopt;
-}
-
-// On the producer's executor (its sender lives there): a local channel from `producer`'s partition
-// to channel j of `consumer`'s gate.
-rt::task<void> runner::make_local_channel(task_slot* producer, task_slot* consumer, std::uint32_t j) {
-  producer->senders.push_back(std::make_unique<bf::local_channel>(*producer->partition, consumer->subtask,
-                                                                  *producer->executor, *consumer->gate, j,
-                                                                  *consumer->executor));
-  co_return;
-}
-
-// On the consumer's executor: its gate's credit goes to channel j's sender.
-rt::task<void> runner::connect_pump(task_slot* consumer, std::uint32_t j, bf::credit_route* route) {
-  consumer->pump->connect(j, *route);
-  co_return;
-}
-
-// Every producer feeding `consumer`, with the gate channel it feeds: input i's producers take the
-// channels after those of inputs 0..i-1.
-std::vector<std::pair<task_slot*, std::uint32_t>> runner::producers_of(const task_slot& consumer) {
-  std::vector<std::pair<task_slot*, std::uint32_t>> out;
-  std::uint32_t channel = 0;
-  for (std::size_t up : job_.stages()[consumer.stage].upstreams) {
-    for (std::size_t j = 0; j < shapes_[up].parallelism; ++j) out.emplace_back(&slots_[shapes_[up].first_task + j], channel++);
-  }
-  return out;
-}
-
-rt::task<void> runner::connect_local(task_slot* consumer) {
-  for (auto [producer, j] : producers_of(*consumer)) {
-    co_await rt::run_on(producer->executor, make_local_channel(producer, consumer, j));
-    co_await rt::run_on(consumer->executor, connect_pump(consumer, j, producer->senders.back().get()));
-  }
-}
-
-rt::task<void> runner::start_transport(std::size_t executor) {
-  io::result<std::unique_ptr<bf::tcp_transport>> t = co_await bf::tcp_transport::start(io::address::loopback_v4());
-  if (!t) throw std::runtime_error(t.error().message());
-  transports_[executor] = std::move(t).value();
-}
-
-rt::task<void> runner::serve(task_slot* slot) {
-  transports_[slot->executor_index]->serve_partition(slot->id, *slot->partition);
-  co_return;
-}
-
-rt::task<void> runner::open_remote(task_slot* consumer) {
-  for (auto [producer, j] : producers_of(*consumer)) {
-    const io::address peer = transports_[producer->executor_index]->local_address();
-    bf::remote_input& in = transports_[consumer->executor_index]->open_input(
-        peer, producer->id, static_cast<std::uint32_t>(consumer->subtask), *consumer->gate, j);
-    consumer->pump->connect(j, in);
-    consumer->remote_inputs.push_back(&in);
-  }
-  co_return;
-}
-
-rt::task<void> runner::wait_remote_closed(task_slot* slot) {
-  for (bf::remote_input* in : slot->remote_inputs) (void)co_await in->wait_closed();
-}
-
-rt::task<void> runner::close_transport(std::size_t executor) {
-  if (transports_[executor]) co_await transports_[executor]->close();
 }
 
 rt::task<void> runner::destroy(task_slot* slot) {
@@ -390,35 +321,15 @@ rt::task<void> runner::report_progress() {
 rt::task<job_result> runner::run() {
   job_result result;
   started_ = engine_.at(0).now();
-  // --- the graph ------------------------------------------------------------------------------
-  auto& stages = job_.stages();
-  if (stages.empty()) throw std::invalid_argument("job has no stages");
-  shapes_.resize(stages.size());
-  std::size_t next_task = 0;
-  for (std::size_t s = 0; s < stages.size(); ++s) {
-    if (!stages[s].build) throw std::invalid_argument(fmt::format("stage '{}' has no output (add a sink)", stages[s].name));
-    shapes_[s].first_task = next_task;
-    shapes_[s].parallelism = stages[s].parallelism;
-    next_task += stages[s].parallelism;
-    for (std::size_t up : stages[s].upstreams) {
-      if (up >= s) throw std::invalid_argument(fmt::format("stage '{}' reads a stage defined after it", stages[s].name));
-      if (shapes_[up].downstream) {
-        throw std::invalid_argument(fmt::format("stage '{}' feeds two stages ('{}' and '{}'); a stage has one consumer",
-                                                stages[up].name, stages[*shapes_[up].downstream].name, stages[s].name));
-      }
-      shapes_[up].downstream = s;
-    }
-  }
-  slots_.resize(next_task);
-  for (std::size_t s = 0; s < stages.size(); ++s) {
-    for (std::size_t i = 0; i < shapes_[s].parallelism; ++i) {
-      task_slot& slot = slots_[shapes_[s].first_task + i];
-      slot.id = static_cast<ss::task_id>(shapes_[s].first_task + i);
-      slot.stage = s;
-      slot.subtask = i;
-      slot.executor_index = slot.id % engine_.size();
-      slot.executor = &engine_.at(slot.executor_index);
-    }
+  // --- placement (job_plan.hpp) ------------------------------------------------------------------
+  slots_.resize(plan_.tasks().size());
+  for (const task_plan& t : plan_.tasks()) {
+    task_slot& slot = slots_[t.id];
+    slot.id = t.id;
+    slot.stage = t.stage;
+    slot.subtask = t.subtask;
+    slot.executor_index = t.executor;
+    slot.executor = &engine_.at(t.executor);
   }
 
   // --- recovery -------------------------------------------------------------------------------
@@ -489,19 +400,14 @@ rt::task<job_result> runner::run() {
   }
 
   // --- channels -----------------------------------------------------------------------------------
-  if (settings_.transport == "tcp") {
-    transports_.resize(engine_.size());
-    for (std::size_t e = 0; e < engine_.size(); ++e) co_await rt::run_on(&engine_.at(e), start_transport(e));
-    for (task_slot& slot : slots_) {
-      if (slot.partition) co_await rt::run_on(slot.executor, serve(&slot));
-    }
-    for (task_slot& slot : slots_) {
-      if (slot.gate) co_await rt::run_on(slot.executor, open_remote(&slot));
-    }
-  } else {
-    for (task_slot& slot : slots_) {
-      if (slot.gate) co_await connect_local(&slot);
-    }
+  wiring_.emplace(plan_, slots_, engine_, detail::wiring_options{});
+  io::result<void> wired = co_await wiring_->connect();
+  if (!wired) {
+    co_await wiring_->close();
+    for (task_slot& slot : slots_) co_await rt::run_on(slot.executor, destroy(&slot));
+    result.exit_code = 1;
+    result.message = "channels: " + wired.error().message();
+    co_return result;
   }
   for (task_slot& slot : slots_) coordinator_->add_participant(*slot.task);
   coordinator_->start();
@@ -519,10 +425,8 @@ rt::task<job_result> runner::run() {
   result.final = co_await progress();
   co_await coordinator_->stop();
   for (task_slot& slot : slots_) co_await coordinator_->remove_participant(slot.id, "job ended");
-  for (task_slot& slot : slots_) {
-    if (!slot.remote_inputs.empty() && !failure_) co_await rt::run_on(slot.executor, wait_remote_closed(&slot));
-  }
-  for (std::size_t e = 0; e < transports_.size(); ++e) co_await rt::run_on(&engine_.at(e), close_transport(e));
+  if (!failure_) co_await wiring_->wait_remote_closed();
+  co_await wiring_->close();
   for (task_slot& slot : slots_) co_await rt::run_on(slot.executor, destroy(&slot));
   result.buffer_violations = buffer_violations_;
   result.credit_violation = credit_violation_;
@@ -543,6 +447,10 @@ job_result run_job(job_builder& job, job_settings settings) {
     settings.handle_signals = false;
   }
   detail::check_settings(settings);
+  const job_plan plan = job_plan::make(job, plan_shape{.workers = 1,
+                                                       .executors = settings.executors,
+                                                       .transport = settings.transport,
+                                                       .floating_buffers = settings.floating_buffers});
   // The job's identity, before any executor runs (it reads every input, blocking).
   job_fingerprint identity;
   try {
@@ -556,7 +464,7 @@ job_result run_job(job_builder& job, job_settings settings) {
       detail::job_directories::lock(job.name(), settings.checkpoint_dir, job.output_dirs());
   if (!dirs) return job_result{.exit_code = 2, .message = dirs.error().message()};
   const std::size_t segment_bytes = settings.segment_bytes;
-  const std::size_t per_executor = detail::segments_per_executor(job, settings);
+  const std::size_t per_executor = plan.segments_per_executor();
   bf::network_memory memory(per_executor * settings.executors * segment_bytes, segment_bytes, settings.executors);
 
   job_result result;
@@ -565,7 +473,7 @@ job_result run_job(job_builder& job, job_settings settings) {
                     .handle_signals = settings.handle_signals,
                     .simulation = settings.simulation});
     const std::stop_token stop = settings.stop;
-    auto r = std::make_unique<runner>(job, std::move(settings), eng, memory, std::move(identity));
+    auto r = std::make_unique<runner>(job, std::move(settings), plan, eng, memory, std::move(identity));
     const rt::wait_report_scope reporting(*r);
     r->directories = &dirs.value();
     {

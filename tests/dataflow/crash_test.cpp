@@ -60,7 +60,7 @@ std::function<int()> job_of(const temp_dir& dir, checkpoint_mode mode, const std
     settings.checkpoint_interval = std::chrono::milliseconds(10);
     settings.mode = mode;
     settings.alignment_timeout = std::chrono::milliseconds(2);
-    settings.transport = transport;
+    settings.transport = *sluice::dataflow::parse_transport(transport);
     settings.handle_signals = false;
     return run_job(job, settings).exit_code;
   };

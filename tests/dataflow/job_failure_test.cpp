@@ -333,7 +333,7 @@ job_result run_tcp_wordcount(const temp_dir& dir) {
   settings.checkpoint_dir = dir.file("checkpoints");
   settings.checkpoint_interval = std::chrono::milliseconds(20);
   settings.mode = checkpoint_mode::unaligned;
-  settings.transport = "tcp";
+  settings.transport = sluice::dataflow::transport_kind::tcp;
   settings.handle_signals = false;
   return run_job(job, settings);
 }

@@ -67,7 +67,7 @@ inline dataflow::job_settings test_job_settings(const std::string& checkpoint_di
   settings.checkpoint_interval = std::chrono::milliseconds(20);
   settings.mode = mode;
   settings.alignment_timeout = std::chrono::milliseconds(1);
-  settings.transport = transport;
+  settings.transport = *sluice::dataflow::parse_transport(transport);
   settings.handle_signals = false;
   return settings;
 }

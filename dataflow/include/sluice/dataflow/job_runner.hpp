@@ -13,10 +13,11 @@
 //   or new one). A directory another job holds, one that cannot be written, or one holding output
 //   that is not this job's is refused: exit code 2, the message naming the directory and why
 //   (README "Directories a job owns").
-// - Placement: task t (numbered stage by stage, subtask by subtask: the same numbers every run) runs
-//   on executor t mod executors; everything of a task stays there.
+// - Placement (job_plan.hpp): task t (numbered stage by stage, subtask by subtask: the same numbers
+//   every run) runs on executor t mod executors; everything of a task stays there. Each executor's
+//   pool of network memory is the sum of its tasks' budgets (job_plan.hpp's task_buffers).
 // - Channels between stages are local channels, or loopback TCP (one transport per executor) with
-//   transport = "tcp".
+//   transport = tcp (channel_wiring.hpp).
 // - End: when every source has passed its last record, the job takes a final checkpoint, so every
 //   sink publishes its last output, then ends its partitions and exits 0.
 // - Failure: an operator exception, an I/O error or a lost channel fails the job with a message
@@ -26,6 +27,7 @@
 #include <sluice/buffers/segment.hpp>
 #include <sluice/runtime/simulation.hpp>
 #include <sluice/dataflow/job.hpp>
+#include <sluice/dataflow/job_plan.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
 #include <sluice/snapshot/coordinator.hpp>
 
@@ -59,7 +61,8 @@ struct job_settings {
   // and the next one is triggered.
   std::chrono::milliseconds checkpoint_timeout{600'000};
   std::size_t retained_checkpoints = 3;
-  std::string transport = "local";  // "local" or "tcp"
+  // Channels between stages: local channels, or loopback TCP (one transport per executor).
+  transport_kind transport = transport_kind::local;
   unsigned executors = 2;
   std::chrono::milliseconds flush_timeout{20};  // buffer timeout of every partition
   std::size_t floating_buffers = 8;

@@ -1,12 +1,11 @@
-// See job_budget.hpp.
+// See settings_check.hpp.
 
-#include "job_budget.hpp"
+#include "settings_check.hpp"
 
 #include <sluice/buffers/segment.hpp>
 
 #include <fmt/core.h>
 
-#include <algorithm>
 #include <stdexcept>
 
 namespace sluice::dataflow::detail {
@@ -27,22 +26,6 @@ void check_settings(const job_settings& settings) {
     throw std::invalid_argument(fmt::format("job settings: checkpoint_timeout {} ms must be at least 1 ms",
                                             settings.checkpoint_timeout.count()));
   }
-  if (settings.transport != "local" && settings.transport != "tcp") {
-    throw std::invalid_argument("job settings: transport must be local or tcp, not '" + settings.transport + "'");
-  }
-}
-
-std::size_t segments_per_executor(const job_builder& job, const job_settings& settings) {
-  std::size_t tasks = 0;
-  std::size_t widest = 1;
-  for (const stage_def& s : job.stages()) {
-    tasks += s.parallelism;
-    std::size_t inputs = 0;
-    for (std::size_t up : s.upstreams) inputs += up < job.stages().size() ? job.stages()[up].parallelism : 0;
-    widest = std::max({widest, s.parallelism, inputs});
-  }
-  const std::size_t per_task = (3 * widest + 8) + 4 + (2 * widest + settings.floating_buffers);
-  return per_task * ((tasks + settings.executors - 1) / settings.executors) + 16;
 }
 
 }  // namespace sluice::dataflow::detail

@@ -1,0 +1,128 @@
+// See job_plan.hpp.
+
+#include <sluice/dataflow/job.hpp>
+#include <sluice/dataflow/job_plan.hpp>
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace sluice::dataflow {
+
+const char* to_string(transport_kind kind) noexcept { return kind == transport_kind::tcp ? "tcp" : "local"; }
+
+std::optional<transport_kind> parse_transport(std::string_view text) noexcept {
+  if (text == "local") return transport_kind::local;
+  if (text == "tcp") return transport_kind::tcp;
+  return std::nullopt;
+}
+
+namespace {
+
+task_buffers buffers_of(const task_plan& t, std::size_t floating) {
+  task_buffers b;
+  if (t.downstream_parallelism > 0) {
+    b.output = 3 * t.downstream_parallelism + 8;
+    b.priority = 4;
+  }
+  std::size_t channels = 0;
+  for (std::size_t n : t.input_channels) channels += n;
+  if (channels > 0) {
+    b.exclusive = 2 * channels;
+    b.floating = floating;
+  }
+  return b;
+}
+
+}  // namespace
+
+job_plan job_plan::make(const job_builder& job, plan_shape shape) {
+  if (shape.workers == 0) throw std::invalid_argument("job plan: at least one worker");
+  if (shape.executors == 0) throw std::invalid_argument("job settings: at least one executor");
+  const std::vector<stage_def>& defs = job.stages();
+  if (defs.empty()) throw std::invalid_argument("job has no stages");
+  job_plan plan;
+  plan.shape_ = shape;
+  plan.stages_.resize(defs.size());
+  std::size_t next_task = 0;
+  for (std::size_t s = 0; s < defs.size(); ++s) {
+    if (!defs[s].build) throw std::invalid_argument(fmt::format("stage '{}' has no output (add a sink)", defs[s].name));
+    stage_plan& st = plan.stages_[s];
+    st.first_task = next_task;
+    st.parallelism = defs[s].parallelism;
+    st.upstreams = defs[s].upstreams;
+    next_task += st.parallelism;
+    for (std::size_t up : defs[s].upstreams) {
+      if (up >= s) throw std::invalid_argument(fmt::format("stage '{}' reads a stage defined after it", defs[s].name));
+      if (plan.stages_[up].downstream) {
+        throw std::invalid_argument(fmt::format("stage '{}' feeds two stages ('{}' and '{}'); a stage has one consumer",
+                                                defs[up].name, defs[*plan.stages_[up].downstream].name, defs[s].name));
+      }
+      plan.stages_[up].downstream = s;
+    }
+  }
+  plan.tasks_.resize(next_task);
+  for (std::size_t s = 0; s < defs.size(); ++s) {
+    const stage_plan& st = plan.stages_[s];
+    for (std::size_t i = 0; i < st.parallelism; ++i) {
+      task_plan& t = plan.tasks_[st.first_task + i];
+      t.id = static_cast<snapshot::task_id>(st.first_task + i);
+      t.stage = s;
+      t.subtask = i;
+      t.worker = static_cast<unsigned>(t.id % shape.workers);
+      t.executor = static_cast<unsigned>((t.id / shape.workers) % shape.executors);
+      t.downstream_parallelism = st.downstream ? plan.stages_[*st.downstream].parallelism : 0;
+      for (std::size_t up : st.upstreams) t.input_channels.push_back(plan.stages_[up].parallelism);
+      t.buffers = buffers_of(t, shape.floating_buffers);
+    }
+  }
+  return plan;
+}
+
+transport_kind job_plan::transport_between(snapshot::task_id a, snapshot::task_id b) const noexcept {
+  return tasks_[a].worker == tasks_[b].worker ? shape_.transport : transport_kind::tcp;
+}
+
+std::vector<channel_plan> job_plan::inputs_of(snapshot::task_id consumer) const {
+  std::vector<channel_plan> out;
+  const task_plan& c = tasks_.at(consumer);
+  std::uint32_t channel = 0;
+  for (std::size_t up : stages_[c.stage].upstreams) {
+    for (std::size_t j = 0; j < stages_[up].parallelism; ++j) {
+      const auto producer = static_cast<snapshot::task_id>(stages_[up].first_task + j);
+      out.push_back(channel_plan{producer, consumer, static_cast<std::uint32_t>(c.subtask), channel++,
+                                 transport_between(producer, consumer)});
+    }
+  }
+  return out;
+}
+
+std::vector<channel_plan> job_plan::outputs_of(snapshot::task_id producer) const {
+  std::vector<channel_plan> out;
+  const task_plan& p = tasks_.at(producer);
+  const stage_plan& st = stages_[p.stage];
+  if (!st.downstream) return out;
+  const stage_plan& down = stages_[*st.downstream];
+  for (std::size_t i = 0; i < down.parallelism; ++i) {
+    for (const channel_plan& c : inputs_of(static_cast<snapshot::task_id>(down.first_task + i))) {
+      if (c.producer == producer) out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::size_t job_plan::tasks_on(unsigned worker) const noexcept {
+  return static_cast<std::size_t>(
+      std::count_if(tasks_.begin(), tasks_.end(), [worker](const task_plan& t) { return t.worker == worker; }));
+}
+
+std::size_t job_plan::segments_per_executor(unsigned worker) const noexcept {
+  std::vector<std::size_t> per_executor(shape_.executors, 0);
+  for (const task_plan& t : tasks_) {
+    if (t.worker == worker) per_executor[t.executor] += t.buffers.total();
+  }
+  return *std::max_element(per_executor.begin(), per_executor.end()) + 16;
+}
+
+}  // namespace sluice::dataflow
