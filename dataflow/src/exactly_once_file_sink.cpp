@@ -206,7 +206,9 @@ io::error exactly_once_file_sink::failed_error(const char* op) const {
                                          "); recover from the last completed checkpoint");
 }
 
-io::result<void> exactly_once_file_sink::clear_earlier_output(const std::string& dir) {
+io::result<void> exactly_once_file_sink::clear_earlier_output(const std::string& dir,
+                                                              const std::function<bool(std::uint64_t)>& mine) {
+  const auto ours = [&mine](std::uint64_t task) { return !mine || mine(task); };
   const std::string area = dir + "/" + std::string(staging_dir_name);
   const bool has_area = io::is_directory_blocking(area);
   std::map<std::uint64_t, std::uint64_t> marks;  // task -> its highest mark
@@ -218,7 +220,7 @@ io::result<void> exactly_once_file_sink::clear_earlier_output(const std::string&
       if (const auto p = parse_name(name, high_water_prefix); p && name == high_water_name(p->task, p->sequence)) {
         marks[p->task] = std::max(marks[p->task], p->sequence);
       } else if (const auto q = parse_name(name, staging_prefix); q && name == staging_name(q->task, q->sequence)) {
-        staged.push_back(name);
+        if (ours(q->task)) staged.push_back(name);
       }
     }
   }
@@ -227,7 +229,7 @@ io::result<void> exactly_once_file_sink::clear_earlier_output(const std::string&
   std::vector<std::string> published;
   for (const std::string& name : *names) {
     const auto p = parse_name(name, final_prefix);
-    if (!p) continue;
+    if (!p || !ours(p->task)) continue;
     const auto mark = marks.find(p->task);
     if (name != final_name(p->task, p->sequence) || mark == marks.end() || p->sequence >= mark->second) {
       return io::error(std::make_error_code(std::errc::file_exists),

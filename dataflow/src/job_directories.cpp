@@ -72,9 +72,9 @@ std::string marker_field(const std::string& text, std::string_view key) {
 // Writes the marker durably: a temporary file, fsynced, renamed over the marker's name, then the
 // directory fsynced. A crash leaves no marker or a whole one (and maybe the temporary file, which
 // claim() ignores and the next claim overwrites).
-io::result<void> write_marker(const std::string& dir, const std::string& text) {
+io::result<void> write_marker(const std::string& dir, const std::string& temp_name, const std::string& text) {
   runtime::system& os = runtime::sys();
-  const std::string temp = dir + "/" + std::string(job_directories::marker_temp_file_name);
+  const std::string temp = dir + "/" + temp_name;
   const std::string path = dir + "/" + std::string(job_directories::marker_file_name);
   const auto failed = [&path](int rc) { return io::error::from_errno(-rc, fmt::format("write marker '{}'", path)); };
   const int fd = os.open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -91,14 +91,19 @@ io::result<void> write_marker(const std::string& dir, const std::string& text) {
 }  // namespace
 
 io::result<job_directories> job_directories::lock(std::string job_name, const std::string& checkpoint_dir,
-                                                  const std::vector<std::string>& output_dirs) {
+                                                  const std::vector<std::string>& output_dirs,
+                                                  std::optional<unsigned> worker) {
   auto checkpoint_path = make_and_resolve(checkpoint_dir, "checkpoint directory");
   if (!checkpoint_path) return std::move(checkpoint_path).error();
-  auto checkpoint_lock = io::directory_lock::acquire(checkpoint_dir, "checkpoint directory");
+  const std::string suffix = worker ? fmt::format(".worker-{}", *worker) : std::string();
+  const std::string lock_name = std::string(io::directory_lock::file_name) + suffix;
+  auto checkpoint_lock = io::directory_lock::acquire(checkpoint_dir, "checkpoint directory", lock_name);
   if (!checkpoint_lock) return std::move(checkpoint_lock).error();
   job_directories dirs(std::move(job_name), checkpoint_dir, std::move(checkpoint_path).value(),
                        std::move(checkpoint_lock).value());
   dirs.output_dirs_ = output_dirs;
+  dirs.lock_name_ = lock_name;
+  dirs.marker_temp_ = std::string(marker_temp_file_name) + suffix;
   return dirs;
 }
 
@@ -118,7 +123,7 @@ io::result<void> job_directories::lock_outputs() {
     const bool known =
         std::any_of(outputs_.begin(), outputs_.end(), [&path](const output& o) { return o.path == *path; });
     if (known) continue;
-    auto lock = io::directory_lock::acquire(dir, "output directory");
+    auto lock = io::directory_lock::acquire(dir, "output directory", lock_name_);
     if (!lock) return std::move(lock).error();
     outputs_.push_back(output{dir, std::move(path).value(), std::move(lock).value()});
   }
@@ -148,7 +153,7 @@ io::result<void> job_directories::claim(const output& out, bool resuming) const 
   if (*marker) {
     // Its own: a fresh start removes what earlier runs of the job provably wrote there (their
     // checkpoints are gone, and another parallelism leaves other task ids' files behind).
-    if (**marker == expected) return resuming ? io::success() : exactly_once_file_sink::clear_earlier_output(out.path);
+    if (**marker == expected) return resuming ? io::success() : exactly_once_file_sink::clear_earlier_output(out.path, own_tasks_);
     return refused(fmt::format(
         "output directory '{}' holds the output of job '{}' with checkpoint directory '{}', not of this job ('{}' "
         "with checkpoint directory '{}'); choose an empty or new directory",
@@ -166,8 +171,8 @@ io::result<void> job_directories::claim(const output& out, bool resuming) const 
   std::vector<std::string> foreign;
   for (std::string& name : *names) {
     // (what a crash during a lock or a claim may leave is ours, not foreign)
-    const bool ours = name == io::directory_lock::file_name || name == io::directory_lock::probe_file_name ||
-                      name == marker_temp_file_name;
+    // (and, for a job across workers, the other workers' locks and marker files)
+    const bool ours = io::directory_lock::is_lock_entry(name) || name.rfind(marker_temp_file_name, 0) == 0;
     if (!ours) foreign.push_back(std::move(name));
   }
   if (!foreign.empty()) {
@@ -178,7 +183,7 @@ io::result<void> job_directories::claim(const output& out, bool resuming) const 
         "new directory",
         out.dir, foreign.front(), more));
   }
-  return write_marker(out.path, expected);
+  return write_marker(out.path, marker_temp_, expected);
 }
 
 }  // namespace sluice::dataflow::detail

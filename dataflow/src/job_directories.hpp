@@ -28,6 +28,8 @@
 #include <sluice/io/directory_lock.hpp>
 #include <sluice/io/result.hpp>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,12 +42,18 @@ class job_directories {
   static constexpr std::string_view marker_file_name = ".sluice-output";
   static constexpr std::string_view marker_temp_file_name = ".sluice-output.tmp";
 
+  // `worker`: the index of this worker of a job across workers, which shares the directories with
+  // the others: each takes a lock of its own (io::directory_lock, ".sluice-lock.worker-<i>") and
+  // writes the marker through a temporary file of its own.
   static io::result<job_directories> lock(std::string job_name, const std::string& checkpoint_dir,
-                                          const std::vector<std::string>& output_dirs);
+                                          const std::vector<std::string>& output_dirs,
+                                          std::optional<unsigned> worker = std::nullopt);
 
   // The marker this job writes into its output directories.
   std::string marker_text() const;
   io::result<void> claim_outputs(bool resuming);
+  // A worker of a job across workers: a fresh start clears only these tasks' earlier output.
+  void set_own_tasks(std::function<bool(std::uint64_t task)> mine) { own_tasks_ = std::move(mine); }
 
  private:
   struct output {
@@ -67,6 +75,9 @@ class job_directories {
   io::directory_lock checkpoint_lock_;
   std::vector<std::string> output_dirs_;
   std::vector<output> outputs_;
+  std::string lock_name_{io::directory_lock::file_name};  // ".sluice-lock" or ".sluice-lock.worker-<i>"
+  std::string marker_temp_;                                // the marker's temporary file name
+  std::function<bool(std::uint64_t)> own_tasks_;
 };
 
 }  // namespace sluice::dataflow::detail

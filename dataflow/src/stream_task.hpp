@@ -59,7 +59,7 @@ struct task_wiring {
   runtime::executor* executor = nullptr;
   runtime::executor* runner = nullptr;  // the executor of `listener` and of the coordinator
   task_listener* listener = nullptr;
-  snapshot::coordinator* coordinator = nullptr;
+  snapshot::checkpoint_acknowledger* coordinator = nullptr;  // the coordinator, or the leader's (a job across workers)
   snapshot::checkpoint_storage* storage = nullptr;
   snapshot::checkpoint_mode mode = snapshot::checkpoint_mode::aligned;
   std::chrono::milliseconds alignment_timeout{0};

@@ -53,8 +53,8 @@ int write_text(int fd, std::string_view text) {
 
 }  // namespace
 
-result<directory_lock> directory_lock::acquire(const std::string& dir, std::string_view what) {
-  const std::string path = dir + "/" + std::string(file_name);
+result<directory_lock> directory_lock::acquire(const std::string& dir, std::string_view what, std::string_view name) {
+  const std::string path = dir + "/" + std::string(name);
   runtime::system& os = sys();
   const int fd = os.open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return not_writable(what, dir, -fd);
@@ -82,7 +82,7 @@ result<directory_lock> directory_lock::acquire(const std::string& dir, std::stri
     return not_writable(what, dir, e);
   }
   // The lock file may predate a change of permissions: prove that new entries can be made.
-  const std::string probe = dir + "/" + std::string(probe_file_name);
+  const std::string probe = dir + "/" + std::string(name) + ".probe";
   const int probe_fd = os.open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (probe_fd < 0) {
     close_fd(fd);

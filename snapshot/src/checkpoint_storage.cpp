@@ -454,7 +454,8 @@ runtime::task<io::result<std::vector<checkpoint_info>>> checkpoint_storage::list
   co_return infos;
 }
 
-runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std::map<checkpoint_id, std::string> rejected) {
+runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std::map<checkpoint_id, std::string> rejected,
+                                                                       checkpoint_id newest_allowed) {
   auto scanned = scan();
   if (!scanned) co_return std::move(scanned).error();
   recovery_choice choice;
@@ -464,6 +465,16 @@ runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std:
   }
   const std::vector<checkpoint_id>* ids = &scanned->ids;
   for (auto it = ids->rbegin(); it != ids->rend(); ++it) {
+    if (*it > newest_allowed) {
+      checkpoint_info beyond;
+      beyond.id = *it;
+      beyond.path = fmt::format("{}/chk-{}", root_, *it);
+      beyond.fault = make_error_code(storage_errc::unrestorable);
+      beyond.reason = fmt::format("newer than the job's latest completed checkpoint {}: it never completed", newest_allowed);
+      runtime::log::info("recovery: skipping checkpoint {}: {}", beyond.id, beyond.reason);
+      choice.skipped.push_back(std::move(beyond));
+      continue;
+    }
     checkpoint_info info = co_await validate(*it);
     if (auto r = rejected.find(*it); info.valid && r != rejected.end()) {
       info.valid = false;

@@ -180,6 +180,14 @@ runtime::task<void> coordinator::trigger_loop() {
       if (!slept) co_return;
       continue;
     }
+    if (next_id_ > reserved_up_to_ && options_.reserve_ids) {
+      const bool reserved = co_await reserve_next();
+      if (!reserved) {
+        last_trigger_at_ = home_->now();
+        continue;
+      }
+      continue;  // the world may have changed while we waited: look again
+    }
     if (!enough_participants()) {
       runtime::log::debug("checkpoint coordinator: {} of {} tasks registered; skipping a trigger", participants_.size(),
                           std::max<std::size_t>(1, options_.expected_tasks));
@@ -212,7 +220,15 @@ runtime::task<checkpoint_outcome> coordinator::trigger_now(checkpoint_mode mode)
       if (--self->active_calls_ == 0) self->calls_done_.set();
     }
   } guard(this);
-  const bool got_slot = co_await wait_for_slot();
+  bool got_slot = co_await wait_for_slot();
+  while (got_slot && next_id_ > reserved_up_to_ && options_.reserve_ids) {
+    const bool reserved = co_await reserve_next();
+    if (!reserved) {
+      co_return checkpoint_outcome::aborted(abort_reason::io_error,
+                                            fmt::format("checkpoint id {} could not be reserved", next_id_));
+    }
+    got_slot = co_await wait_for_slot();
+  }
   if (!got_slot) co_return checkpoint_outcome::aborted(abort_reason::cancelled, "the checkpoint coordinator is stopping");
   if (participants_.empty()) co_return checkpoint_outcome::aborted(abort_reason::coordinator, "no task is registered");
   outcome_slot slot;
@@ -226,8 +242,21 @@ runtime::task<checkpoint_outcome> coordinator::trigger_now(checkpoint_mode mode)
   co_return std::move(slot.outcome);
 }
 
+runtime::task<bool> coordinator::reserve_next() {
+  const checkpoint_id up_to = next_id_ + std::max<checkpoint_id>(1, options_.reserve_block) - 1;
+  io::result<void> reserved = co_await options_.reserve_ids(up_to);
+  if (!reserved) {
+    runtime::log::warn("checkpoint coordinator: ids {} to {} could not be reserved: {}", next_id_, up_to,
+                       reserved.error().message());
+    co_return false;
+  }
+  reserved_up_to_ = std::max(reserved_up_to_, up_to);
+  co_return true;
+}
+
 checkpoint_id coordinator::begin_checkpoint(checkpoint_mode mode, outcome_slot* waiter) {
   assert(!stopping_ && pending_.size() < options_.max_concurrent && !participants_.empty());
+  assert((!options_.reserve_ids || next_id_ <= reserved_up_to_) && "checkpoint id used before it was reserved");
   const checkpoint_id id = next_id_++;
   auto [it, inserted] = pending_.try_emplace(id);
   assert(inserted && "checkpoint ids are never reused");
@@ -368,7 +397,11 @@ runtime::task<io::result<void>> coordinator::commit(checkpoint_id id) {
     if (!described) co_return std::move(described).error();
     manifest.files.push_back(std::move(described).value());
   }
-  co_return co_await storage_->commit_manifest(std::move(manifest));
+  io::result<void> written = co_await storage_->commit_manifest(std::move(manifest));
+  if (!written || !options_.publish) co_return written;
+  io::result<void> published = co_await options_.publish(id);
+  if (!published) co_return io::error(published.error().code(), "publishing: " + published.error().message());
+  co_return published;
 }
 
 runtime::task<void> coordinator::finish(checkpoint_id id) {

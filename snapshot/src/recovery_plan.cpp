@@ -15,8 +15,9 @@ namespace sluice::snapshot {
 
 namespace {
 
-runtime::task<io::result<recovery_plan>> plan(checkpoint_storage* storage, std::map<checkpoint_id, std::string> rejected) {
-  auto choice = co_await storage->newest_valid(std::move(rejected));
+runtime::task<io::result<recovery_plan>> plan(checkpoint_storage* storage, std::map<checkpoint_id, std::string> rejected,
+                                              checkpoint_id newest_allowed) {
+  auto choice = co_await storage->newest_valid(std::move(rejected), newest_allowed);
   if (!choice) co_return std::move(choice).error();
 
   recovery_plan out;
@@ -60,8 +61,9 @@ runtime::task<io::result<recovery_plan>> plan(checkpoint_storage* storage, std::
 }  // namespace
 
 runtime::task<io::result<recovery_plan>> plan_recovery(checkpoint_storage& storage,
-                                                       std::map<checkpoint_id, std::string> rejected) {
-  return plan(&storage, std::move(rejected));
+                                                       std::map<checkpoint_id, std::string> rejected,
+                                                       checkpoint_id newest_allowed) {
+  return plan(&storage, std::move(rejected), newest_allowed);
 }
 
 }  // namespace sluice::snapshot

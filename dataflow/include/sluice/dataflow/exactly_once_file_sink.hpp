@@ -53,6 +53,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -118,7 +119,10 @@ class exactly_once_file_sink {
   // parallelism or shape), but only files provably written by a sink (a published part file below
   // its task's high-water mark, a staged file in the staging area). A part-named file that is not
   // provably ours is left alone and refuses the start (the message names it). BLOCKING: start-up.
-  static io::result<void> clear_earlier_output(const std::string& dir);
+  // `mine`: only the files of tasks it accepts are looked at (a worker of a job across workers
+  // clears its own tasks' files; the others' belong to their workers); empty: every task's.
+  static io::result<void> clear_earlier_output(const std::string& dir,
+                                               const std::function<bool(std::uint64_t task)>& mine = {});
 
   const std::string& output_dir() const noexcept { return dir_; }
   std::uint64_t next_sequence() const noexcept { return next_sequence_; }

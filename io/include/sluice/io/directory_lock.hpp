@@ -35,7 +35,13 @@ class directory_lock {
   //   held by someone else (std::errc::resource_unavailable_try_again):
   //     "<what> '<dir>' is in use by another sluice job (pid 1234)" ("(pid unknown)" if unwritten);
   //   anything else: "<what> '<dir>' is not writable: <strerror>" (EACCES, EROFS, ENOTDIR, ...).
-  static result<directory_lock> acquire(const std::string& dir, std::string_view what);
+  // `name`: the lock file's name; the workers of one job across processes each take their own
+  // (".sluice-lock.worker-2", with its probe "<name>.probe"), so that they share the directory and
+  // two instances of one worker still exclude each other. Every name starts with file_name.
+  static result<directory_lock> acquire(const std::string& dir, std::string_view what,
+                                        std::string_view name = file_name);
+  // Whether `entry` (a directory entry's name) is a lock file or probe of any worker.
+  static bool is_lock_entry(std::string_view entry) noexcept { return entry.substr(0, file_name.size()) == file_name; }
 
   directory_lock(directory_lock&& other) noexcept;
   directory_lock& operator=(directory_lock&& other) noexcept;

@@ -165,7 +165,10 @@ class checkpoint_storage {
   runtime::task<io::result<std::vector<checkpoint_info>>> list();
   // The newest checkpoint that validates end to end; logs (warn) each newer one skipped and why.
   // Checkpoints in `rejected` (found unrestorable by the caller) are skipped with the reason given.
-  runtime::task<io::result<recovery_choice>> newest_valid(std::map<checkpoint_id, std::string> rejected = {});
+  // Checkpoints newer than `newest_allowed` are skipped unread (a job spread over workers commits a
+  // pointer after the manifest: a manifest beyond it was never completed).
+  runtime::task<io::result<recovery_choice>> newest_valid(std::map<checkpoint_id, std::string> rejected = {},
+                                                          checkpoint_id newest_allowed = max_checkpoint_id);
   // One checkpoint, validated end to end.
   runtime::task<checkpoint_info> validate(checkpoint_id id);
   // Validates checkpoint `id` and returns every task's state; the error is the first fault found.

@@ -73,6 +73,16 @@ struct coordinator_options {
   std::map<std::string, std::vector<std::byte>> job_metadata;  // written into every manifest
   // Called on home with each checkpoint's stats as it ends (completed or aborted).
   std::function<void(const checkpoint_stats&)> on_checkpoint_end;
+  // A job spread over workers (cluster/): ids are reserved before they are used, and a checkpoint
+  // completes only once it is published, both through the coordination service and fenced by the
+  // leader's epoch, so a coordinator that lost its leadership can neither reuse an id nor complete.
+  // - reserve_ids(up_to): ids up to `up_to` may be used; on failure no checkpoint is triggered (the
+  //   trigger is retried one interval later; trigger_now aborts with io_error).
+  // - publish(id): after the manifest is durable; on failure the checkpoint aborts (io_error), its
+  //   manifest stays on disk but recovery never goes beyond the published id.
+  std::function<runtime::task<io::result<void>>(checkpoint_id up_to)> reserve_ids;
+  checkpoint_id reserve_block = 16;
+  std::function<runtime::task<io::result<void>>(checkpoint_id id)> publish;
 };
 
 // One checkpoint as it ended.
@@ -173,6 +183,8 @@ class coordinator final : public checkpoint_acknowledger {
 
   runtime::task<void> trigger_loop();
   runtime::task<bool> wait_for_slot();  // false once stopping
+  // Reserves ids (reserve_ids) if next_id_ is beyond those reserved; false if that failed.
+  runtime::task<bool> reserve_next();
   checkpoint_id begin_checkpoint(checkpoint_mode mode, outcome_slot* waiter);
   runtime::task<void> run_checkpoint(checkpoint_id id);
   runtime::task<void> drive(checkpoint_id id);
@@ -193,6 +205,7 @@ class coordinator final : public checkpoint_acknowledger {
   std::map<task_id, participant_entry> participants_;
   std::map<checkpoint_id, pending_checkpoint> pending_;  // nodes are stable; erased by finish() only
   checkpoint_id next_id_;
+  checkpoint_id reserved_up_to_ = 0;  // with reserve_ids: ids up to this one may be used
   checkpoint_id last_completed_id_ = no_checkpoint;
   std::deque<checkpoint_stats> history_;
   std::optional<checkpoint_stats> last_completed_;

@@ -48,7 +48,9 @@ struct recovery_plan {
 // Fails only if <root> cannot be listed or the chosen checkpoint cannot be loaded back. `storage`
 // must outlive the task.
 // Checkpoints in `rejected` (valid on disk, but they did not restore: the reason) are skipped too.
+// Checkpoints above `newest_allowed` are skipped unread (checkpoint_storage::newest_valid).
 runtime::task<io::result<recovery_plan>> plan_recovery(checkpoint_storage& storage,
-                                                       std::map<checkpoint_id, std::string> rejected = {});
+                                                       std::map<checkpoint_id, std::string> rejected = {},
+                                                       checkpoint_id newest_allowed = max_checkpoint_id);
 
 }  // namespace sluice::snapshot

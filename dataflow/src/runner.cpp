@@ -1,0 +1,419 @@
+// See runner.hpp.
+
+#include "runner.hpp"
+
+#include <sluice/buffers/local_channel.hpp>
+#include <sluice/buffers/record_framing.hpp>
+#include <sluice/runtime/log.hpp>
+#include <sluice/runtime/run_on.hpp>
+#include <sluice/runtime/timer.hpp>
+#include <sluice/runtime/when_all.hpp>
+
+#include <fmt/core.h>
+
+#include <map>
+#include <stdexcept>
+
+namespace sluice::dataflow::detail {
+
+rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovered) {
+  const stage_def& stage = job_.stages()[slot->stage];
+  const task_plan& planned = plan_.task(slot->id);
+  const task_buffers& budget = planned.buffers;  // the memory budget (job_plan.hpp)
+  const std::size_t downstream_parallelism = planned.downstream_parallelism;
+  if (downstream_parallelism > 0) {
+    slot->out_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, budget.output);
+    slot->partition = std::make_unique<bf::result_partition>(
+        *slot->out_pool, bf::partition_options{.subpartitions = downstream_parallelism,
+                                                .flush_timeout = settings_.flush_timeout,
+                                                .max_record_bytes = settings_.max_record_bytes + record_framing_bytes});
+    slot->priority_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), 1, budget.priority);
+    slot->partition->set_priority_event_pool(*slot->priority_pool);
+  }
+  std::vector<std::size_t> input_channels = planned.input_channels;
+  if (!input_channels.empty()) {
+    std::size_t channels = 0;
+    for (std::size_t n : input_channels) channels += n;
+    slot->in_pool = std::make_unique<bf::local_buffer_pool>(memory_.pool(slot->executor_index), budget.exclusive,
+                                                            budget.exclusive + budget.floating);
+    slot->gate = std::make_unique<bf::input_gate>(
+        *slot->in_pool, bf::gate_options{.channels = channels, .exclusive_per_channel = 2, .floating = budget.floating});
+    slot->pump = std::make_unique<bf::gate_credit_pump>(*slot->gate);
+  }
+  task_builder b(slot->id, slot->subtask, stage.parallelism, slot->partition.get(), downstream_parallelism,
+                 std::move(input_channels));
+  b.set_max_record_bytes(settings_.max_record_bytes);
+  stage.build(b);
+  if (b.output_ == nullptr || (b.source_ == nullptr) == (b.input_ == nullptr)) {
+    throw std::logic_error(fmt::format("stage '{}' built an incomplete chain", stage.name));
+  }
+  if (b.on_fiber_ && b.source_ != nullptr) {
+    throw std::invalid_argument(fmt::format(
+        "stage '{}': a blocking operator cannot run in a source stage; put it after key_by(...).partition(...)",
+        stage.name));
+  }
+  detail::task_wiring w;
+  w.id = slot->id;
+  w.name = fmt::format("{}#{}", stage.name, slot->subtask);
+  w.executor = slot->executor;
+  w.runner = &engine_.at(0);
+  w.listener = this;
+  w.coordinator = &acknowledger();
+  w.storage = &*storage_;
+  w.mode = settings_.mode;
+  w.alignment_timeout = settings_.alignment_timeout;
+  w.gate = slot->gate.get();
+  w.partition = slot->partition.get();
+  w.recovered = recovered;
+  w.max_record_bytes = settings_.max_record_bytes + record_framing_bytes;
+  slot->task = std::make_unique<stream_task>(std::move(w), std::move(b));
+  co_return;
+}
+
+rt::task<void> runner::restore_operators(task_slot* slot, std::optional<std::string>* problem) {
+  *problem = slot->task->restore_operators();
+  co_return;
+}
+
+// Why the recovered state does not restore, if it does not: a task's operator state does not
+// decode, or a channel's recovered stream (the consumer's input state, then the producer's output
+// state for it) is not whole records.
+rt::task<std::optional<std::string>> runner::restore_problem(const ss::recovery_plan& plan) {
+  if (!plan.checkpoint) co_return std::nullopt;
+  for (task_slot* slot : mine_) {
+    std::optional<std::string> problem;
+    co_await rt::run_on(slot->executor, restore_operators(slot, &problem));
+    if (problem) co_return problem;
+  }
+  const auto state_of = [&plan](ss::task_id id) -> const ss::task_state* {
+    auto it = plan.tasks.find(id);
+    return it == plan.tasks.end() ? nullptr : &it->second.state;
+  };
+  for (const task_plan& consumer : plan_.tasks()) {
+    for (const channel_plan& c : plan_.inputs_of(consumer.id)) {
+      bf::record_framing framing(settings_.max_record_bytes + record_framing_bytes);
+      if (const ss::task_state* in = state_of(c.consumer)) {
+        if (auto it = in->input_channels.find({0, c.gate_channel}); it != in->input_channels.end()) {
+          framing.feed(it->second);
+        }
+      }
+      if (const ss::task_state* out = state_of(c.producer)) {
+        const ss::channel_key sub{0, c.subpartition};
+        if (auto it = out->output_channels.find(sub); it != out->output_channels.end()) framing.feed(it->second);
+      }
+      if (std::optional<std::string> fault = framing.finish()) {
+        co_return fmt::format("the channel state from task {} to task {} (input channel {}): {}", c.producer,
+                              c.consumer, c.gate_channel, *fault);
+      }
+    }
+  }
+  co_return std::nullopt;
+}
+
+rt::task<void> runner::destroy(task_slot* slot) {
+  slot->task.reset();
+  slot->pump.reset();
+  // Quiescent: the gate's credit identity (input_gate.hpp) holds here too (the simulation checks).
+  if (std::string broken = slot->gate ? slot->gate->check_credit_accounting() : ""; !broken.empty()) {
+    if (credit_violation_.empty()) credit_violation_ = fmt::format("task {}: {}", slot->id, broken);
+  }
+  slot->gate.reset();
+  // Buffers this task's consumers released come home by post: let them arrive.
+  const auto in_use = [slot] {
+    return (slot->out_pool ? slot->out_pool->in_use() : 0) + (slot->priority_pool ? slot->priority_pool->in_use() : 0);
+  };
+  for (int i = 0; i < 100'000 && in_use() > 0; ++i) co_await rt::yield();
+  for (const auto* pool : {slot->out_pool.get(), slot->priority_pool.get(), slot->in_pool.get()}) {
+    if (pool != nullptr) buffer_violations_ += pool->violations();  // read on exec 0 after this run_on ends
+  }
+  slot->partition.reset();
+  slot->in_pool.reset();
+  slot->out_pool.reset();
+  slot->priority_pool.reset();
+}
+
+rt::task<void> runner::run_task(task_slot* slot) { co_await rt::run_on(slot->executor, slot->task->run()); }
+
+namespace {
+rt::task<void> join_all(std::vector<rt::task<void>> jobs) { co_await rt::when_all(std::move(jobs)); }
+}  // namespace
+
+// The partition's flusher and senders, and the gate's credit pump: they end with the data.
+rt::task<void> runner::run_helpers(task_slot* slot) {
+  std::vector<rt::task<void>> jobs;
+  if (slot->partition) jobs.push_back(slot->partition->run_flusher());
+  for (auto& s : slot->senders) jobs.push_back(s->sender().run());
+  if (slot->pump) jobs.push_back(slot->pump->run());
+  co_await rt::run_on(slot->executor, join_all(std::move(jobs)));
+}
+
+ss::checkpoint_acknowledger& runner::acknowledger() {
+  if (coordinating()) return *coordinator_;
+  return link_->leader_acknowledger();
+}
+
+rt::task<void> runner::watch_link() {
+  std::string why = co_await link_->ended();
+  if (why.empty() || failure_ || final_checkpoint_done_) co_return;  // stopped, or already ending
+  failure_ = std::move(why);
+  runtime::log::error("job {}: {}", job_.name(), *failure_);
+  tasks_scope_.request_stop();
+  all_data_ended_.set();
+}
+
+rt::task<void> runner::finish_sources() {
+  for (task_slot* slot : mine_) {
+    if (slot->task->is_source()) {
+      stream_task* t = slot->task.get();
+      slot->executor->post([t] { t->finish_input(); });
+    }
+  }
+  co_return;
+}
+
+rt::task<void> runner::controller() {
+  if (!coordinating()) {
+    // A follower's sources end when the leader's final checkpoint completed.
+    co_await link_->finish_requested();
+    if (failure_ || (tasks_scope_.token() != nullptr && tasks_scope_.token()->stop_requested())) co_return;
+    final_checkpoint_done_ = true;
+    co_await finish_sources();
+    co_return;
+  }
+  co_await all_data_ended_.wait();
+  if (failure_) co_return;
+  if (link_ != nullptr) {
+    co_await link_->all_data_ended();  // every worker's tasks too
+    if (failure_ || (tasks_scope_.token() != nullptr && tasks_scope_.token()->stop_requested())) co_return;
+  }
+  // The final checkpoint, once every task has passed on all it will emit: every sink publishes what
+  // it staged. (A source's sending stays open until then: barriers still flow.)
+  for (int attempt = 1;; ++attempt) {
+    ss::checkpoint_outcome outcome = co_await coordinator_->trigger_now();
+    if (outcome.completed()) {
+      final_checkpoint_done_ = !failure_;
+      break;
+    }
+    // (cancelled: the job is stopping, by a signal or another task's failure)
+    if (failure_ || outcome.reason == ss::abort_reason::cancelled) co_return;
+    if (attempt == 5) {
+      failure_ = fmt::format("the final checkpoint failed 5 times, last: {} ({})", ss::to_string(outcome.reason),
+                             outcome.detail);
+      tasks_scope_.request_stop();
+      co_return;
+    }
+    runtime::log::warn("job {}: final checkpoint aborted ({}: {}); retrying", job_.name(), ss::to_string(outcome.reason),
+                       outcome.detail);
+    const bool waited = co_await rt::sleep_for(std::chrono::milliseconds(50 << (attempt - 1)));  // 50, 100, 200, 400 ms
+    if (!waited) co_return;  // stopping
+  }
+  if (link_ != nullptr) link_->finish();
+  co_await finish_sources();
+}
+
+rt::task<void> runner::sample(task_slot* slot, job_progress* p) {
+  if (slot->task->is_source()) {
+    // (the source's count lives in its head; records_in counts what non-sources took)
+  } else {
+    p->records_in += slot->task->records_in();
+  }
+  if (slot->partition && !slot->partition->finished() && !slot->partition->writable()) p->backpressure += 1;
+  co_return;
+}
+
+rt::task<job_progress> runner::progress() {
+  job_progress p;
+  std::size_t partitions = 0;
+  for (task_slot* slot : mine_) {
+    if (!slot->task) continue;
+    partitions += slot->partition ? 1 : 0;
+    co_await rt::run_on(slot->executor, sample(slot, &p));
+  }
+  p.backpressure = partitions > 0 ? p.backpressure / static_cast<double>(partitions) : 0;
+  p.elapsed = engine_.at(0).now() - started_;
+  if (!coordinator_) co_return p;
+  p.checkpoints_completed = coordinator_->completed_count();
+  p.checkpoints_aborted = coordinator_->aborted_count();
+  if (std::optional<ss::checkpoint_stats> last = coordinator_->last_completed()) {
+    p.last_checkpoint = last->id;
+    p.last_checkpoint_duration = last->duration;
+    p.last_checkpoint_bytes = last->operator_state_bytes + last->channel_state_bytes;
+  }
+  co_return p;
+}
+
+rt::task<void> runner::report_progress() {
+  while (!all_ended_.is_set()) {
+    const bool done = co_await rt::with_timeout(wait_all_ended(), settings_.progress_interval);
+    if (done) break;
+    job_progress p = co_await progress();
+    settings_.on_progress(p);
+  }
+}
+
+rt::task<job_result> runner::run() {
+  job_result result;
+  started_ = engine_.at(0).now();
+  // --- placement (job_plan.hpp) ------------------------------------------------------------------
+  slots_.resize(plan_.tasks().size());
+  for (const task_plan& t : plan_.tasks()) {
+    task_slot& slot = slots_[t.id];
+    slot.id = t.id;
+    slot.stage = t.stage;
+    slot.subtask = t.subtask;
+    if (t.worker != (link_ != nullptr ? link_->worker() : 0)) continue;  // another worker's
+    slot.executor_index = t.executor;
+    slot.executor = &engine_.at(t.executor);
+    mine_.push_back(&slot);
+  }
+
+  // --- recovery -------------------------------------------------------------------------------
+  // The newest checkpoint that validates and restores: its tasks are made and their state restored
+  // (and every channel's recovered stream checked) before any task runs, so a checkpoint that does
+  // not restore is found before anything is published, and the one before it is tried.
+  storage_.emplace(settings_.checkpoint_dir, ss::storage_options{settings_.retained_checkpoints});
+  std::map<ss::checkpoint_id, std::string> rejected;
+  std::optional<ss::recovery_plan> plan;
+  for (;;) {
+    const ss::checkpoint_id newest_allowed = link_ != nullptr ? link_->newest_allowed() : ss::max_checkpoint_id;
+    io::result<ss::recovery_plan> planned = co_await ss::plan_recovery(*storage_, rejected, newest_allowed);
+    if (!planned) {
+      // Ids exhausted is a refusal (a new checkpoint directory is the fix); an I/O error fails.
+      result.exit_code = planned.error().code() == std::errc::value_too_large ? 2 : 1;
+      result.message = planned.error().message();
+      co_return result;
+    }
+    plan.emplace(std::move(planned).value());
+    // A checkpoint of another job or other arguments is refused before any task exists.
+    if (std::optional<std::string> refused = resume_refusal(identity_, *plan, settings_.checkpoint_dir)) {
+      result.exit_code = 2;
+      result.message = std::move(*refused);
+      co_return result;
+    }
+    ss::coordinator_options copts;
+    copts.interval = settings_.checkpoint_interval;
+    copts.min_pause = settings_.checkpoint_interval / 2;
+    copts.mode = settings_.mode;
+    copts.alignment_timeout = settings_.alignment_timeout;
+    copts.checkpoint_timeout = settings_.checkpoint_timeout;
+    copts.expected_tasks = slots_.size();
+    copts.first_checkpoint_id = plan->next_checkpoint_id;
+    if (link_ != nullptr) {
+      copts.first_checkpoint_id = std::max(copts.first_checkpoint_id, link_->first_free_id());
+      cluster_link* link = link_;
+      copts.reserve_ids = [link](ss::checkpoint_id up_to) { return link->reserve_ids(up_to); };
+      copts.publish = [link](ss::checkpoint_id id) { return link->publish(id); };
+    }
+    copts.verify_state_files = false;
+    copts.on_checkpoint_end = settings_.on_checkpoint;
+    copts.job_metadata = fingerprint_metadata(identity_);
+    coordinator_.reset();
+    if (coordinating()) coordinator_.emplace(engine_.at(0), *storage_, copts);
+    for (task_slot* slot : mine_) {
+      const ss::task_state* recovered = nullptr;
+      if (auto it = plan->tasks.find(slot->id); it != plan->tasks.end()) recovered = &it->second.state;
+      co_await rt::run_on(slot->executor, make_task(slot, recovered));
+    }
+    std::optional<std::string> problem = co_await restore_problem(*plan);
+    if (!problem) break;
+    const ss::checkpoint_id bad = plan->recovered_id();
+    runtime::log::warn("job {}: checkpoint {} does not restore: {}; trying the checkpoint before it", job_.name(), bad,
+                       *problem);
+    if (link_ != nullptr) {
+      // Every worker must resume from the same checkpoint: the job restarts (the leader's choice).
+      for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
+      result.exit_code = 1;
+      result.message = fmt::format("checkpoint {} does not restore: {}", bad, *problem);
+      link_->failed(result.message);
+      co_return result;
+    }
+    rejected.emplace(bad, std::move(*problem));
+    for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
+  }
+  if (plan->checkpoint) {
+    result.resumed_from = plan->recovered_id();
+    runtime::log::info("job {}: resuming from checkpoint {}", job_.name(), *result.resumed_from);
+  }
+  if (link_ != nullptr) {
+    const job_plan* placed = &plan_;
+    const unsigned me = link_->worker();
+    directories->set_own_tasks([placed, me](std::uint64_t task) {
+      return task < placed->tasks().size() && placed->task(static_cast<ss::task_id>(task)).worker == me;
+    });
+  }
+  if (io::result<void> claimed = directories->claim_outputs(plan->checkpoint.has_value()); !claimed) {
+    for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
+    result.buffer_violations = buffer_violations_;
+    result.credit_violation = credit_violation_;
+    result.exit_code = 2;
+    result.message = claimed.error().message();
+    co_return result;
+  }
+  // What earlier runs left (aborted checkpoints, a full disk's partial state files) goes now; the
+  // checkpoint resumed from is never touched.
+  if (coordinating()) {  // (only the leader tidies a directory the workers share)
+    io::result<ss::retention_report> tidied = co_await storage_->retain(plan->recovered_id(), true);
+    if (!tidied) {
+      runtime::log::warn("job {}: start-up retention: {}", job_.name(), tidied.error().message());
+    }
+  }
+
+  // --- channels -----------------------------------------------------------------------------------
+  detail::wiring_options wiring;
+  if (link_ != nullptr) {
+    wiring.worker = link_->worker();
+    wiring.listen = link_->listen();
+    wiring.workers = link_->peers();
+    wiring.transport = link_->transport();
+  }
+  wiring_.emplace(plan_, slots_, engine_, std::move(wiring));
+  io::result<void> wired = co_await wiring_->connect();
+  if (!wired) {
+    co_await wiring_->close();
+    for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
+    result.exit_code = 1;
+    result.message = "channels: " + wired.error().message();
+    if (link_ != nullptr) link_->failed(result.message);
+    co_return result;
+  }
+  if (coordinating()) {
+    for (task_slot* slot : mine_) coordinator_->add_participant(*slot->task);
+    if (link_ != nullptr) {
+      for (ss::checkpoint_participant* remote : link_->remote_tasks(*coordinator_)) coordinator_->add_participant(*remote);
+    }
+    coordinator_->start();
+  } else {
+    for (task_slot* slot : mine_) link_->attach_local(*slot->task);
+  }
+
+  // --- run ------------------------------------------------------------------------------------------
+  for (task_slot* slot : mine_) {
+    tasks_scope_.spawn(run_task(slot));
+    tasks_scope_.spawn(run_helpers(slot));
+  }
+  tasks_scope_.spawn(controller());
+  if (link_ != nullptr) link_scope_.spawn(watch_link());
+  if (settings_.on_progress) tasks_scope_.spawn(report_progress());
+  co_await tasks_scope_.join();
+  link_scope_.request_stop();
+  co_await link_scope_.join();
+
+  // --- end ----------------------------------------------------------------------------------------
+  result.final = co_await progress();
+  if (coordinator_) {
+    co_await coordinator_->stop();
+    for (const task_plan& t : plan_.tasks()) co_await coordinator_->remove_participant(t.id, "job ended");
+  }
+  if (!failure_) co_await wiring_->wait_remote_closed();
+  co_await wiring_->close();
+  for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
+  result.buffer_violations = buffer_violations_;
+  result.credit_violation = credit_violation_;
+  if (failure_) {
+    result.exit_code = 1;
+    result.message = *failure_;
+  }
+  co_return result;
+}
+
+}  // namespace sluice::dataflow::detail

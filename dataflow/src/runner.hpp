@@ -1,0 +1,126 @@
+#pragma once
+// runner: one run of a job's tasks on an engine (run_job, job_runner.hpp), or one attempt of one
+// worker's share of a job across workers (job_worker.hpp): makes and restores the tasks, wires
+// their channels, runs the checkpoint coordinator (or, on a worker that is not the leader, hands
+// its tasks to the leader's), takes the final checkpoint and tears everything down.
+
+#include "channel_wiring.hpp"
+#include "job_directories.hpp"
+#include "stream_task.hpp"
+#include "task_slot.hpp"
+
+#include <sluice/buffers/segment.hpp>
+#include <sluice/dataflow/cluster_link.hpp>
+#include <sluice/dataflow/job_fingerprint.hpp>
+#include <sluice/dataflow/job_plan.hpp>
+#include <sluice/dataflow/job_runner.hpp>
+#include <sluice/runtime/engine.hpp>
+#include <sluice/runtime/event.hpp>
+#include <sluice/runtime/log.hpp>
+#include <sluice/runtime/scope.hpp>
+#include <sluice/runtime/wait_report.hpp>
+#include <sluice/snapshot/coordinator.hpp>
+#include <sluice/snapshot/recovery_plan.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice::dataflow::detail {
+
+namespace rt = sluice::runtime;
+namespace bf = sluice::buffers;
+namespace ss = sluice::snapshot;
+
+// A record's encoding may exceed job_settings::max_record_bytes by this much (string lengths, keys,
+// window starts), so a line of exactly the maximum still travels as a record.
+constexpr std::size_t record_framing_bytes = 4096;
+
+class runner final : public detail::task_listener, public rt::wait_reporter {
+ public:
+  // `link`: this run is one worker's attempt of a job across workers (cluster_link.hpp); else the
+  // whole job runs here.
+  runner(job_builder& job, job_settings settings, const job_plan& plan, rt::engine& eng, bf::network_memory& memory,
+         job_fingerprint identity, cluster_link* link = nullptr)
+      : job_(job), settings_(std::move(settings)), plan_(plan), engine_(eng), memory_(memory),
+        identity_(std::move(identity)), link_(link) {}
+  detail::job_directories* directories = nullptr;  // locked by run_job; claimed once recovery is planned
+
+  rt::task<job_result> run();
+  // Each task's line (stream_task::describe), for a hang report (wait_report.hpp).
+  void report_waits(std::string& out) const override {
+    for (const task_slot* slot : mine_) out += "  " + (slot->task ? slot->task->describe() : "task (not made)") + "\n";
+  }
+
+  void data_ended(ss::task_id id) override {
+    if (link_ != nullptr) link_->data_ended(id);
+    if (++data_ended_ == mine_.size()) all_data_ended_.set();
+  }
+  void task_ended(ss::task_id id, std::optional<std::string> failure) override {
+    slots_[id].ended = true;
+    ++tasks_ended_;
+    if (failure && final_checkpoint_done_) {
+      // Everything is published and recovery would resume from the final checkpoint and change
+      // nothing: the job is done; what failed while it wound down is worth a line only.
+      runtime::log::warn("job {}: after the final checkpoint: {}", job_.name(), *failure);
+      failure.reset();
+      // The others may wait for what the failed one would still have sent (its end of data), which
+      // never comes: stop them, or the job never ends (the simulation found a reset connection
+      // hanging a finished join: sluice simulate --job join --seeds 19-19 --faults net).
+      tasks_scope_.request_stop();
+    }
+    if (failure && !failure_) {
+      failure_ = std::move(failure);
+      runtime::log::error("job {}: {}", job_.name(), *failure_);
+      if (link_ != nullptr) link_->failed(*failure_);
+      tasks_scope_.request_stop();
+      all_data_ended_.set();  // wakes the controller, which sees the failure
+    }
+    if (tasks_ended_ == mine_.size()) all_ended_.set();
+  }
+
+ private:
+  rt::task<void> make_task(task_slot* slot, const ss::task_state* recovered);
+  rt::task<void> restore_operators(task_slot* slot, std::optional<std::string>* problem);
+  rt::task<std::optional<std::string>> restore_problem(const ss::recovery_plan& plan);
+  rt::task<void> destroy(task_slot* slot);
+  rt::task<void> controller();
+  rt::task<void> finish_sources();
+  rt::task<void> watch_link();  // the attempt ended elsewhere: stop
+  ss::checkpoint_acknowledger& acknowledger();
+  rt::task<void> run_task(task_slot* slot);
+  rt::task<void> run_helpers(task_slot* slot);
+  rt::task<void> sample(task_slot* slot, job_progress* p);
+  rt::task<job_progress> progress();
+  rt::task<void> report_progress();
+  rt::task<void> wait_all_ended() { co_await all_ended_.wait(); }
+
+  job_builder& job_;
+  job_settings settings_;
+  const job_plan& plan_;
+  rt::engine& engine_;
+  bf::network_memory& memory_;
+  job_fingerprint identity_;  // job_fingerprint.hpp
+  cluster_link* link_;
+  bool coordinating() const noexcept { return link_ == nullptr || link_->leader(); }
+  std::optional<ss::checkpoint_storage> storage_;
+  std::optional<ss::coordinator> coordinator_;
+  std::vector<task_slot> slots_;  // by task id; only this worker's have an executor
+  std::vector<task_slot*> mine_;  // this worker's
+  std::optional<detail::channel_wiring> wiring_;
+  std::size_t data_ended_ = 0;
+  std::size_t tasks_ended_ = 0;
+  std::uint64_t buffer_violations_ = 0;  // counted by the pools of destroyed tasks
+  std::string credit_violation_;         // the first gate whose credit identity failed at its end
+  std::optional<std::string> failure_;
+  bool final_checkpoint_done_ = false;
+  rt::event all_data_ended_;
+  rt::event all_ended_;
+  rt::scope tasks_scope_;
+  rt::scope link_scope_;
+  std::chrono::steady_clock::time_point started_{};
+};
+
+}  // namespace sluice::dataflow::detail
