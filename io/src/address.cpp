@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 namespace sluice::io {
@@ -12,6 +13,8 @@ namespace sluice::io {
 namespace {
 
 constexpr std::string_view example = " (expected host:port, as in 127.0.0.1:8080 or [::1]:8080)";
+constexpr std::string_view unix_prefix = "unix:";
+constexpr std::size_t unix_path_offset = offsetof(sockaddr_un, sun_path);
 
 error parse_error(std::string_view text, std::string_view why) {
   std::string message = "parse address '";
@@ -51,6 +54,17 @@ std::string port_problem(std::string_view port_text) {
   return why;
 }
 
+// Why `path` cannot name a pathname Unix socket, or "" when it can.
+std::string unix_path_problem(std::string_view path) {
+  if (path.empty()) return "is empty";
+  if (path.find('\0') != std::string_view::npos) return "holds a NUL byte";
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return "is too long (" + std::to_string(path.size()) + " bytes; at most " +
+           std::to_string(sizeof(sockaddr_un::sun_path) - 1) + ")";
+  }
+  return {};
+}
+
 address make_v4(in_addr_t host_order, std::uint16_t port) noexcept {
   sockaddr_in sin{};
   sin.sin_family = AF_INET;
@@ -63,6 +77,11 @@ address make_v4(in_addr_t host_order, std::uint16_t port) noexcept {
 
 result<address> address::parse(std::string_view text) {
   if (text.empty()) return parse_error(text, std::string("empty") + std::string(example));
+  if (text.substr(0, unix_prefix.size()) == unix_prefix) {
+    const std::string_view path = text.substr(unix_prefix.size());
+    if (std::string why = unix_path_problem(path); !why.empty()) return parse_error(text, "the unix socket path " + why);
+    return unix_path(path);
+  }
 
   std::string_view host;
   std::string_view port_text;
@@ -124,6 +143,19 @@ address address::loopback_v6(std::uint16_t port) noexcept {
   return from_sockaddr(reinterpret_cast<const sockaddr*>(&sin6), sizeof sin6);
 }
 
+result<address> address::unix_path(std::string_view path) {
+  if (std::string why = unix_path_problem(path); !why.empty()) {
+    std::string message = "unix socket path '";
+    message.append(path.substr(0, std::min<std::size_t>(path.size(), 200))).append("' ").append(why);
+    return error(std::make_error_code(std::errc::invalid_argument), std::move(message));
+  }
+  sockaddr_un sun{};
+  sun.sun_family = AF_UNIX;
+  std::memcpy(sun.sun_path, path.data(), path.size());
+  return from_sockaddr(reinterpret_cast<const sockaddr*>(&sun),
+                       static_cast<socklen_t>(unix_path_offset + path.size() + 1));
+}
+
 address address::from_sockaddr(const sockaddr* sa, socklen_t size) noexcept {
   address a;
   if (sa == nullptr) return a;
@@ -133,6 +165,10 @@ address address::from_sockaddr(const sockaddr* sa, socklen_t size) noexcept {
   } else if (sa->sa_family == AF_INET6 && size >= sizeof(sockaddr_in6)) {
     std::memcpy(&a.storage_, sa, sizeof(sockaddr_in6));
     a.size_ = sizeof(sockaddr_in6);
+  } else if (sa->sa_family == AF_UNIX && size >= sizeof(sa_family_t)) {
+    const socklen_t kept = std::min<socklen_t>(size, sizeof(sockaddr_un));
+    std::memcpy(&a.storage_, sa, kept);
+    a.size_ = kept;
   }
   return a;
 }
@@ -141,6 +177,13 @@ std::uint16_t address::port() const noexcept {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage_)->sin_port);
   if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_port);
   return 0;
+}
+
+std::string address::path() const {
+  if (family() != AF_UNIX || size_ <= unix_path_offset) return {};
+  const char* p = reinterpret_cast<const sockaddr_un*>(&storage_)->sun_path;
+  // The kernel may or may not count a terminating NUL in the size.
+  return std::string(p, ::strnlen(p, size_ - unix_path_offset));
 }
 
 address address::with_port(std::uint16_t port) const noexcept {
@@ -160,6 +203,10 @@ std::string address::to_string() const {
   } else if (family() == AF_INET6) {
     ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_addr, host, sizeof host);
     out.append("[").append(host).append("]");
+  } else if (family() == AF_UNIX) {
+    const std::string p = path();
+    out.append(unix_prefix).append(p.empty() ? std::string("<unnamed>") : p);
+    return out;
   } else {
     return "<unspecified>";
   }
@@ -180,6 +227,7 @@ bool operator==(const address& a, const address& b) noexcept {
     return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id &&
            std::memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
   }
+  if (a.family() == AF_UNIX) return a.path() == b.path();
   return true;  // both unspecified
 }
 

@@ -31,6 +31,11 @@ namespace {
 
 std::string context(const char* op, const address& a) { return std::string(op) + " " + a.to_string(); }
 
+bool is_stream_family(int family) noexcept { return family == AF_INET || family == AF_INET6 || family == AF_UNIX; }
+
+// IPPROTO_TCP for IP, the default (0) for Unix sockets.
+int protocol_for(int family) noexcept { return family == AF_UNIX ? 0 : IPPROTO_TCP; }
+
 // SO_LINGER on with a 0 timeout: closing sends a reset instead of a FIN.
 bool aborts_on_close(int fd) noexcept {
   linger value{};
@@ -66,10 +71,8 @@ void tcp_stream::close_now() noexcept {
 }
 
 runtime::task<result<tcp_stream>> tcp_stream::connect(address peer) {
-  if (peer.family() != AF_INET && peer.family() != AF_INET6) {
-    co_return error::from_errno(EAFNOSUPPORT, context("connect", peer));
-  }
-  const int fd = sys().socket(peer.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (!is_stream_family(peer.family())) co_return error::from_errno(EAFNOSUPPORT, context("connect", peer));
+  const int fd = sys().socket(peer.family(), SOCK_STREAM | SOCK_CLOEXEC, protocol_for(peer.family()));
   if (fd < 0) co_return error::from_errno(-fd, context("socket for connect", peer));
   tcp_stream stream(fd, peer);  // closes the socket on every failure below
   io_op op = detail::make_op(op_code::connect, fd);
@@ -103,6 +106,17 @@ runtime::task<result<std::size_t>> tcp_stream::recv_exact(std::span<std::byte> b
     total += static_cast<std::size_t>(rc);
   }
   co_return total;
+}
+
+runtime::task<result<std::optional<std::size_t>>> tcp_stream::try_peek(std::span<std::byte> buffer) {
+  if (fd_ < 0) co_return detail::closed_error(context("peek at", peer_));
+  // An empty buffer could not tell "ended" (0) from "bytes waiting".
+  if (buffer.empty()) co_return error::from_errno(EINVAL, context("peek at", peer_) + " with an empty buffer");
+  const std::int32_t rc =
+      co_await submit_op(data_op(op_code::recv, fd_, buffer.data(), buffer.size(), MSG_PEEK | MSG_DONTWAIT));
+  if (rc == -EAGAIN || rc == -EWOULDBLOCK) co_return std::optional<std::size_t>{};
+  if (rc < 0) co_return error::from_errno(-rc, context("peek at", peer_));
+  co_return std::optional<std::size_t>(static_cast<std::size_t>(rc));
 }
 
 runtime::task<result<std::size_t>> tcp_stream::send(std::span<const std::byte> data) {
@@ -145,6 +159,7 @@ runtime::task<result<void>> tcp_stream::close() {
 
 result<void> tcp_stream::set_nodelay(bool on) {
   if (fd_ < 0) return detail::closed_error(context("set TCP_NODELAY on connection to", peer_));
+  if (peer_.family() == AF_UNIX) return success();  // no Nagle on Unix sockets
   const int value = on ? 1 : 0;
   if (const int rc = sys().setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &value, sizeof value); rc < 0) {
     return error::from_errno(-rc, context("set TCP_NODELAY on connection to", peer_));
@@ -185,16 +200,16 @@ void tcp_listener::close_now() noexcept {
 }
 
 result<tcp_listener> tcp_listener::listen(const address& local, int backlog) {
-  if (local.family() != AF_INET && local.family() != AF_INET6) {
-    return error::from_errno(EAFNOSUPPORT, context("listen on", local));
-  }
+  if (!is_stream_family(local.family())) return error::from_errno(EAFNOSUPPORT, context("listen on", local));
   runtime::system& os = sys();
-  const int fd = os.socket(local.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  const int fd = os.socket(local.family(), SOCK_STREAM | SOCK_CLOEXEC, protocol_for(local.family()));
   if (fd < 0) return error::from_errno(-fd, context("socket for listener on", local));
   detail::unique_fd owned(fd);
   const int one = 1;
-  if (const int rc = os.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); rc < 0) {
-    return error::from_errno(-rc, context("set SO_REUSEADDR for listener on", local));
+  if (local.family() != AF_UNIX) {
+    if (const int rc = os.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); rc < 0) {
+      return error::from_errno(-rc, context("set SO_REUSEADDR for listener on", local));
+    }
   }
   if (const int rc = os.bind(fd, local.data(), local.size()); rc < 0) return error::from_errno(-rc, context("bind", local));
   if (const int rc = os.listen(fd, backlog); rc < 0) return error::from_errno(-rc, context("listen on", local));

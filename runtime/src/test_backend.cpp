@@ -99,8 +99,11 @@ std::int32_t test_backend::run_syscall(io_op& op, std::uint32_t len) {
 bool test_backend::is_ready(const io_op& op) const {
   short events = 0;
   switch (op.code) {
-    case op_code::accept:
-    case op_code::recv: events = POLLIN; break;
+    case op_code::accept: events = POLLIN; break;
+    case op_code::recv:
+      if ((op.flags & MSG_DONTWAIT) != 0) return true;  // as io_uring: EAGAIN at once, never a wait
+      events = POLLIN;
+      break;
     case op_code::read: events = POLLIN; break;
     case op_code::send: events = POLLOUT; break;
     case op_code::timeout: return false;

@@ -138,6 +138,7 @@ bool world::can_complete(const pending_op& p) const {
     case op_code::read:
     case op_code::recv:
       if (s.reset || s.shut_read || s.st != network::state::connected) return true;
+      if (op.code == op_code::recv && (op.flags & MSG_DONTWAIT) != 0) return true;  // EAGAIN now, as the kernel
       if (now_ < s.stalled_until) return false;
       return !s.inbox.empty() || s.eof;
     case op_code::write:
@@ -306,12 +307,15 @@ std::int32_t world::perform_socket(io_op& op, descriptor& d) {
         net_.reset(d.socket);
         return -ECONNRESET;
       }
+      const bool dont_wait = op.code == op_code::recv && (op.flags & MSG_DONTWAIT) != 0;
+      const bool peek = op.code == op_code::recv && (op.flags & MSG_PEEK) != 0;
+      if (dont_wait && (now_ < s.stalled_until || (s.inbox.empty() && !s.eof && !s.shut_read))) return -EAGAIN;
       if (s.inbox.empty()) return 0;  // end of stream, or shut down for reading
       std::size_t n = std::min<std::size_t>(op.len, s.inbox.size());
       // Streams arrive in pieces: cut where the seed says.
       if (n > 1 && (random_.below(4) == 0 || fault(options_.faults.short_io))) n = random_.between(1, n);
       std::memcpy(op.buf, s.inbox.data(), n);
-      s.inbox.erase(0, n);
+      if (!peek) s.inbox.erase(0, n);
       return static_cast<std::int32_t>(n);
     }
     case op_code::write:

@@ -1,6 +1,7 @@
 // The world: executors of an engine on one thread, virtual time, files, and reproducibility.
 
 #include <sluice/io/file.hpp>
+#include <sluice/io/tcp.hpp>
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/scope.hpp>
 #include <sluice/runtime/timer.hpp>
@@ -172,4 +173,61 @@ TEST_CASE("world: two executors on one thread write files through io::file, time
   CHECK(w.open_descriptors() == 0);
   CHECK(w.pending_operations() == 0);
   CHECK(w.elapsed() >= 5s);
+}
+
+namespace {
+
+struct sim_peek {
+  bool nothing_before = false;
+  std::size_t waiting = 0;
+  std::string received;
+  bool ended_after_close = false;
+};
+
+runtime::task<sim_peek> peek_in_world(runtime::executor* ex) {
+  co_await runtime::switch_to(*ex);
+  auto listener = io::tcp_listener::listen(io::address::loopback_v4()).value();
+  auto [client, server] = co_await runtime::when_all(io::tcp_stream::connect(listener.local_address()), listener.accept());
+  auto c = std::move(client).value();
+  auto s = std::move(server).value();
+  sim_peek out;
+  std::string buf(8, '\0');
+  auto into = std::as_writable_bytes(std::span(buf));
+  out.nothing_before = !(co_await c.try_peek(into)).value().has_value();
+  const std::string hello = "hello";
+  (co_await s.send_all(std::as_bytes(std::span(hello.data(), hello.size())))).value();
+  for (int i = 0; i < 100 && out.waiting == 0; ++i) {
+    const auto peeked = (co_await c.try_peek(into)).value();
+    if (!peeked) {
+      (void)co_await runtime::sleep_for(1ms);
+      continue;
+    }
+    out.waiting = *peeked;
+  }
+  std::string got(5, '\0');
+  (co_await c.recv_exact(std::as_writable_bytes(std::span(got)))).value();
+  out.received = got;
+  (co_await s.close()).value();
+  for (int i = 0; i < 100 && !out.ended_after_close; ++i) {
+    const auto peeked = (co_await c.try_peek(into)).value();
+    out.ended_after_close = peeked.has_value() && *peeked == 0;
+    if (!out.ended_after_close) (void)co_await runtime::sleep_for(1ms);
+  }
+  (co_await c.close()).value();
+  (co_await listener.close()).value();
+  co_return out;
+}
+
+}  // namespace
+
+TEST_CASE("world: try_peek never waits and consumes nothing on a simulated connection") {
+  sim::world w({.seed = 3});
+  runtime::system_scope scope(w.kernel());
+  runtime::engine eng({.executors = 1, .handle_signals = false, .simulation = &w});
+  const auto out = eng.block_on(peek_in_world(&eng.at(0)));
+  CHECK(out.nothing_before);
+  CHECK(out.waiting >= 1);
+  CHECK(out.waiting <= 5);  // the simulated stream may cut what has arrived
+  CHECK(out.received == "hello");
+  CHECK(out.ended_after_close);
 }

@@ -1,5 +1,7 @@
 #pragma once
 // TCP over io_uring: a listener that accepts and a stream that connects, sends and receives.
+// The same two types carry Unix-domain stream sockets: give them a unix address
+// (address::unix_path), and everything below holds for them too, except where noted.
 //
 // - socket/bind/listen/setsockopt are plain syscalls that never wait, made through the thread's
 //   runtime::sys() (system.hpp). accept, connect, send, recv, shutdown and close are ring
@@ -13,6 +15,10 @@
 //   a cancel is closed, so nothing leaks.
 // - Both types are move-only and close their descriptor synchronously when destroyed while open.
 //   The object, and the buffer of an operation, must outlive the operation.
+// - Unix sockets: listen binds the path (an existing file there fails with EADDRINUSE) and close
+//   leaves the file in place: whoever chose the path removes it. set_nodelay is a no-op there
+//   (no Nagle on Unix sockets); errors name the path ("connect unix:/run/x.sock: No such file or
+//   directory").
 //
 //   auto listener = tcp_listener::listen(address::loopback_v4()).value();
 //   auto client = co_await tcp_stream::connect(listener.local_address());
@@ -25,6 +31,7 @@
 #include <sys/socket.h>
 
 #include <cstddef>
+#include <optional>
 #include <span>
 
 namespace sluice::io {
@@ -45,6 +52,11 @@ class tcp_stream {
   // Fills `buffer` completely. Yields buffer.size(), or 0 if the stream ended before the first
   // byte; ending in the middle is an error (errc::unexpected_eof).
   runtime::task<result<std::size_t>> recv_exact(std::span<std::byte> buffer);
+  // Never waits: copies the bytes already received into `buffer` without consuming them (n), or
+  // yields 0 if the peer ended the stream, or nullopt if nothing has arrived. How a pooled idle
+  // connection tells that its peer closed it (a reset is an error, ECONNRESET). `buffer` must hold
+  // at least one byte (EINVAL otherwise).
+  runtime::task<result<std::optional<std::size_t>>> try_peek(std::span<std::byte> buffer);
   // One send: may send fewer bytes than asked.
   runtime::task<result<std::size_t>> send(std::span<const std::byte> data);
   // Sends every byte, looping over short sends.
@@ -58,6 +70,7 @@ class tcp_stream {
   // send still waiting in another task keeps the socket until it ends).
   runtime::task<result<void>> close();
 
+  // TCP_NODELAY; a no-op on a Unix socket.
   result<void> set_nodelay(bool on);
   address peer() const noexcept { return peer_; }
   result<address> local_address() const;
@@ -82,7 +95,8 @@ class tcp_listener {
   tcp_listener& operator=(const tcp_listener&) = delete;
   ~tcp_listener();
 
-  // socket (CLOEXEC), SO_REUSEADDR, bind, listen. Port 0 lets the kernel choose: see local_address.
+  // socket (CLOEXEC), SO_REUSEADDR (TCP only), bind, listen. Port 0 lets the kernel choose: see
+  // local_address.
   static result<tcp_listener> listen(const address& local, int backlog = 1024);
 
   // The bound address, with the port the kernel chose.
