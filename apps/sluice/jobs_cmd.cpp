@@ -38,6 +38,7 @@ void add_job_options(CLI::App& command, job_cli_options& o) {
                     "The largest record (a line read is one record); a larger one fails the job", 1,
                     std::uint64_t{1} << 30);
   command.add_flag("--quiet", o.quiet, "No progress line (the final summary is always printed)");
+  add_cluster_options(command, o.cluster);
 }
 
 snapshot::checkpoint_mode parse_mode(const std::string& m) {
@@ -69,7 +70,17 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
       line.update();
     };
   }
-  dataflow::job_result r = dataflow::run_job(job, settings);
+  dataflow::job_result r;
+  if (o.cluster.given()) {
+    auto worker = worker_options_of(o.cluster);
+    if (auto* why = std::get_if<std::string>(&worker)) {
+      fmt::print(stderr, "sluice {}: {}\n", what, *why);
+      return 2;
+    }
+    r = cluster::run_worker(job, settings, std::get<cluster::worker_options>(std::move(worker)));
+  } else {
+    r = dataflow::run_job(job, settings);
+  }
   std::string summary;
   if (r.resumed_from) summary += fmt::format("sluice {}: resumed from checkpoint {}\n", what, *r.resumed_from);
   if (r.exit_code == 2) {

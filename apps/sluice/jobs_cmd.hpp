@@ -1,6 +1,8 @@
 #pragma once
 // `sluice wordcount`, `sluice join` and their input generators: parse the options, run the job, print a summary.
 
+#include "cluster_cli.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -18,6 +20,7 @@ struct job_cli_options {
   unsigned executors = 2;
   std::uint64_t max_record_bytes = std::uint64_t{16} << 20;
   bool quiet = false;
+  cluster_cli cluster;  // one worker of a job across processes, when given
 };
 
 struct wordcount_cli {

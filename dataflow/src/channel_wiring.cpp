@@ -100,6 +100,7 @@ rt::task<io::result<void>> channel_wiring::connect() {
     if (on_loopback) co_await rt::run_on(producer->executor, serve(producer, &loopback(producer->executor_index)));
     if (on_data) co_await rt::run_on(producer->executor, serve(producer, data_.get()));
   }
+  if (options_.before_dialing) co_await options_.before_dialing();
   for (const task_plan& t : plan_.tasks()) {
     if (!local(t.id) || !slots_[t.id].gate) continue;
     task_slot* consumer = &slots_[t.id];

@@ -25,6 +25,7 @@
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/task.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -38,6 +39,8 @@ struct wiring_options {
   std::optional<io::address> listen;
   std::vector<io::address> workers;
   buffers::transport_options transport;
+  // Awaited after this worker's ports listen and serve, before it dials any (cluster_link).
+  std::function<runtime::task<void>()> before_dialing;
 };
 
 class channel_wiring {

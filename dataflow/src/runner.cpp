@@ -365,6 +365,8 @@ rt::task<job_result> runner::run() {
     wiring.listen = link_->listen();
     wiring.workers = link_->peers();
     wiring.transport = link_->transport();
+    cluster_link* link = link_;
+    wiring.before_dialing = [link] { return link->ports_ready(); };
   }
   wiring_.emplace(plan_, slots_, engine_, std::move(wiring));
   io::result<void> wired = co_await wiring_->connect();

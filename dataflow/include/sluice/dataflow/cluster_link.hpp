@@ -44,6 +44,9 @@ class cluster_link {
   virtual snapshot::checkpoint_id newest_allowed() const = 0;
   // No checkpoint of this job used an id below this one (the reserved ids' counter).
   virtual snapshot::checkpoint_id first_free_id() const = 0;
+  // Once this worker's data port listens and serves its partitions: resolves once every worker's
+  // does (so no worker dials a port not yet open), or when the attempt ends (ended()).
+  virtual runtime::task<void> ports_ready() = 0;
 
   // --- the leader's coordinator ----------------------------------------------------------------
   virtual runtime::task<io::result<void>> reserve_ids(snapshot::checkpoint_id up_to) = 0;

@@ -1,0 +1,67 @@
+// See cluster_cli.hpp.
+
+#include "cluster_cli.hpp"
+
+#include <sluice/io/address.hpp>
+
+#include <fmt/core.h>
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <iterator>
+
+namespace sluice::apps {
+
+void add_cluster_options(CLI::App& command, cluster_cli& o) {
+  command.add_option("--cluster", o.endpoint,
+                     "Run as one worker of a job across processes, coordinated through this etcd: http://HOST:PORT or "
+                     "unix:///PATH");
+  command.add_option("--job-name", o.job_name, "With --cluster: the job's name in etcd (the same for every worker)");
+  command.add_option("--workers", o.workers, "With --cluster: how many workers run the job")->check(CLI::Range(1u, 256u));
+  command.add_option("--worker-index", o.index, "With --cluster: this worker's index, 0 to workers-1");
+  command.add_option("--listen", o.listen, "With --cluster: this worker's data port, HOST:PORT (bound to that address only)");
+  command.add_option("--advertise", o.advertise, "With --cluster: how the other workers reach the data port (default: --listen)");
+  command.add_option("--secret-file", o.secret_file,
+                     "With --cluster: a file holding the workers' shared secret (mode 0600): peers of the data port "
+                     "must prove they know it");
+}
+
+std::variant<cluster::worker_options, std::string> worker_options_of(const cluster_cli& o) {
+  cluster::worker_options w;
+  if (o.job_name.empty()) return std::string("--cluster needs --job-name");
+  if (o.job_name.find_first_of("/ \t\n") != std::string::npos) return std::string("--job-name must not hold '/' or spaces");
+  if (o.workers == 0) return std::string("--cluster needs --workers");
+  if (o.index >= o.workers) return fmt::format("--worker-index {} must be below --workers {}", o.index, o.workers);
+  if (o.listen.empty()) return std::string("--cluster needs --listen HOST:PORT");
+  io::result<io::address> listen = io::address::parse(o.listen);
+  if (!listen || listen->port() == 0) return fmt::format("--listen '{}' is not HOST:PORT with a port", o.listen);
+  w.endpoint = o.endpoint;
+  w.job_name = o.job_name;
+  w.workers = o.workers;
+  w.index = o.index;
+  w.listen = *listen;
+  w.advertise = *listen;
+  if (!o.advertise.empty()) {
+    io::result<io::address> advertise = io::address::parse(o.advertise);
+    if (!advertise || advertise->port() == 0) return fmt::format("--advertise '{}' is not HOST:PORT", o.advertise);
+    w.advertise = *advertise;
+  }
+  if (!o.secret_file.empty()) {
+    struct stat st {};
+    if (::stat(o.secret_file.c_str(), &st) != 0) return fmt::format("--secret-file '{}' cannot be read", o.secret_file);
+    if (!S_ISREG(st.st_mode)) return fmt::format("--secret-file '{}' is not a regular file", o.secret_file);
+    if ((st.st_mode & 077) != 0) {
+      return fmt::format("--secret-file '{}' is readable by others (mode {:o}): make it 0600", o.secret_file,
+                         st.st_mode & 0777);
+    }
+    std::ifstream in(o.secret_file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!bytes.empty() && (bytes.back() == '\n' || bytes.back() == '\r')) bytes.pop_back();
+    if (bytes.size() < 16) return fmt::format("--secret-file '{}' holds fewer than 16 bytes", o.secret_file);
+    for (char c : bytes) w.secret.push_back(static_cast<std::byte>(c));
+  }
+  return w;
+}
+
+}  // namespace sluice::apps

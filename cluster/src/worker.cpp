@@ -1,0 +1,355 @@
+// See worker.hpp: the worker's life, attempt after attempt.
+
+#include "attempt_link.hpp"
+#include "attempt_record.hpp"
+#include "keys.hpp"
+
+#include <sluice/cluster/worker.hpp>
+#include <sluice/dataflow/job_fingerprint.hpp>
+#include <sluice/dataflow/job_plan.hpp>
+#include <sluice/dataflow/job_worker.hpp>
+#include <sluice/etcd/client.hpp>
+#include <sluice/runtime/engine.hpp>
+#include <sluice/runtime/log.hpp>
+#include <sluice/runtime/scope.hpp>
+#include <sluice/runtime/timer.hpp>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+namespace sluice::cluster {
+
+namespace rt = sluice::runtime;
+namespace ss = sluice::snapshot;
+using detail::attempt_record;
+using detail::keys;
+using detail::member_record;
+
+namespace {
+
+constexpr auto poll_interval = std::chrono::milliseconds(200);
+
+class worker_loop {
+ public:
+  worker_loop(dataflow::job_worker& job, const dataflow::job_plan& plan, worker_options options, rt::engine& eng)
+      : job_(job), plan_(plan), options_(std::move(options)), engine_(eng), keys_(options_.job_name),
+        etcd_(etcd::endpoint::parse(options_.endpoint).value()) {}
+
+  rt::task<dataflow::job_result> run();
+
+ private:
+  rt::task<io::result<void>> join();               // lease + member key
+  rt::task<void> keep_alive();                     // until stopped; flags lost_
+  rt::task<io::result<void>> campaign();           // sets leader_, epoch_
+  rt::task<std::optional<attempt_record>> start_attempt();  // leader
+  rt::task<std::optional<attempt_record>> await_attempt();  // follower
+  rt::task<dataflow::job_result> run_attempt(const attempt_record& a, std::int64_t watch_from);
+  rt::task<bool> pause(std::chrono::milliseconds d) { co_return co_await rt::sleep_for(d); }
+  dataflow::job_result refused(std::string why) { return {.exit_code = 2, .message = std::move(why)}; }
+
+  dataflow::job_worker& job_;
+  const dataflow::job_plan& plan_;
+  worker_options options_;
+  rt::engine& engine_;
+  keys keys_;
+  etcd::client etcd_;
+  std::int64_t lease_ = 0;
+  std::int64_t member_revision_ = 0;
+  bool lost_ = false;  // the lease is gone
+  detail::attempt_link* link_ = nullptr;  // the running attempt's
+  bool leader_ = false;
+  std::int64_t epoch_ = 0;
+  std::int64_t attempt_revision_ = 0;  // mod revision of the attempt key we run
+  std::uint64_t last_attempt_ = 0;
+  std::optional<dataflow::job_result> refusal_;
+  rt::scope background_;
+};
+
+rt::task<io::result<void>> worker_loop::join() {
+  io::result<etcd::lease> lease = co_await etcd_.lease_grant(options_.lease_ttl.count());
+  if (!lease) co_return lease.error();
+  lease_ = lease->id;
+  lost_ = false;
+  member_record me{fmt::format("{}", options_.advertise.to_string()), static_cast<long>(::getpid()),
+                   dataflow::encode_fingerprint(job_.identity())};
+  const std::string key = keys_.member(options_.index);
+  std::vector<etcd::compare> missing{etcd::compare::missing(key)};
+  std::vector<etcd::op> put{etcd::op::put(key, me.encode(), lease_)};
+  std::vector<etcd::op> read{etcd::op::range(key)};
+  io::result<etcd::txn_response> r = co_await etcd_.txn(std::move(missing), std::move(put), std::move(read));
+  if (!r) co_return r.error();
+  if (!r->succeeded) {
+    std::string holder = "another process";
+    if (!r->ranges.empty() && !r->ranges[0].empty()) {
+      if (auto other = member_record::decode(r->ranges[0][0].value)) holder = fmt::format("pid {} at {}", other->pid, other->port);
+    }
+    refusal_ = refused(fmt::format("worker {} of job '{}' is already running ({}): each worker index runs once",
+                                   options_.index, options_.job_name, holder));
+    co_return io::error(std::make_error_code(std::errc::device_or_resource_busy), refusal_->message);
+  }
+  member_revision_ = r->revision;
+  rt::log::info("cluster: worker {} of job '{}' joined (lease {:x}, data port {})", options_.index, options_.job_name,
+                lease_, options_.advertise.to_string());
+  co_return io::result<void>{};
+}
+
+rt::task<void> worker_loop::keep_alive() {
+  const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl) / 3;
+  bool warned = false;
+  for (;;) {
+    const bool slept = co_await rt::sleep_for(every);
+    if (!slept) co_return;
+    if (lost_) continue;
+    io::result<std::int64_t> ttl = co_await etcd_.lease_keepalive(lease_);
+    if (ttl) {
+      if (warned) rt::log::info("cluster: etcd answers again");
+      warned = false;
+      continue;
+    }
+    if (ttl.error().code() == etcd::make_error_code(etcd::errc::lease_expired)) {
+      rt::log::error("cluster: worker {}'s lease expired: it lost its place in the job and rejoins", options_.index);
+      lost_ = true;
+      if (link_ != nullptr) link_->end("this worker's lease expired (it was cut off from etcd)");
+    } else if (!warned) {
+      rt::log::warn("cluster: renewing the lease: {}; the job goes on, checkpoints cannot complete meanwhile",
+                    ttl.error().message());
+      warned = true;
+    }
+  }
+}
+
+rt::task<io::result<void>> worker_loop::campaign() {
+  for (;;) {
+    std::vector<etcd::compare> missing{etcd::compare::missing(keys_.leader())};
+    std::vector<etcd::op> take{etcd::op::put(keys_.leader(), std::to_string(options_.index), lease_)};
+    std::vector<etcd::op> read{etcd::op::range(keys_.leader())};
+    io::result<etcd::txn_response> r = co_await etcd_.txn(std::move(missing), std::move(take), std::move(read));
+    if (!r) co_return r.error();
+    if (r->succeeded) {
+      leader_ = true;
+      epoch_ = r->revision;
+      rt::log::info("cluster: worker {} leads job '{}' (epoch {})", options_.index, options_.job_name, epoch_);
+      co_return io::result<void>{};
+    }
+    if (!r->ranges.empty() && !r->ranges[0].empty()) {
+      const etcd::key_value& kv = r->ranges[0][0];
+      leader_ = kv.value == std::to_string(options_.index) && kv.lease == lease_;
+      epoch_ = kv.create_revision;
+      co_return io::result<void>{};
+    }
+    // (the leader key went between the compare and the read: try again)
+  }
+}
+
+// Every worker a member, none still in the previous attempt, and the same job everywhere.
+rt::task<std::optional<attempt_record>> worker_loop::start_attempt() {
+  const std::string mine = dataflow::encode_fingerprint(job_.identity());
+  for (bool logged = false;; logged = true) {
+    if (lost_) co_return std::nullopt;
+    io::result<etcd::range_response> members = co_await etcd_.get_prefix(keys_.members());
+    io::result<etcd::range_response> previous = co_await etcd_.get(keys_.attempt());
+    if (members && previous) {
+      std::map<unsigned, std::pair<member_record, std::int64_t>> by_index;
+      for (const etcd::key_value& kv : members->kvs) {
+        const std::string index = kv.key.substr(keys_.members().size());
+        auto m = member_record::decode(kv.value);
+        if (m && !index.empty() && std::all_of(index.begin(), index.end(), ::isdigit)) {
+          by_index.emplace(static_cast<unsigned>(std::stoul(index)), std::pair{*m, kv.create_revision});
+        }
+      }
+      std::optional<attempt_record> last;
+      if (!previous->kvs.empty()) last = attempt_record::decode(previous->kvs[0].value);
+      std::vector<unsigned> missing;
+      for (unsigned w = 0; w < options_.workers; ++w) {
+        if (!by_index.contains(w)) missing.push_back(w);
+      }
+      // Still in the previous attempt: listed there with the same member key, and no left/ yet.
+      std::vector<unsigned> busy;
+      if (last && missing.empty()) {
+        for (unsigned w = 0; w < options_.workers && w < last->member_revisions.size(); ++w) {
+          if (w == options_.index || by_index[w].second != last->member_revisions[w]) continue;
+          io::result<etcd::range_response> left = co_await etcd_.get(keys_.messages(last->number) + fmt::format("left/{}", w));
+          if (!left || left->kvs.empty()) busy.push_back(w);
+        }
+      }
+      bool same_job = true;
+      for (auto& [w, m] : by_index) {
+        if (m.first.fingerprint != mine && w < options_.workers) {
+          rt::log::error("cluster: worker {} runs another job or other arguments than the leader; waiting for it to "
+                         "be restarted right",
+                         w);
+          same_job = false;
+        }
+      }
+      if (missing.empty() && busy.empty() && same_job) {
+        attempt_record a;
+        a.number = std::max(last ? last->number : 0, last_attempt_) + 1;
+        a.epoch = epoch_;
+        a.leader = options_.index;
+        for (unsigned w = 0; w < options_.workers; ++w) {
+          a.ports.push_back(by_index[w].first.port);
+          a.member_revisions.push_back(by_index[w].second);
+        }
+        io::result<etcd::range_response> pointer = co_await etcd_.get(keys_.pointer());
+        io::result<etcd::range_response> next = co_await etcd_.get(keys_.next_id());
+        if (!pointer || !next) continue;
+        if (!pointer->kvs.empty()) {
+          a.newest_allowed = std::stoull(pointer->kvs[0].value);
+        } else if (!next->kvs.empty()) {
+          a.newest_allowed = ss::no_checkpoint;  // the job ran here before, and nothing completed
+        } else {
+          a.newest_allowed = ss::max_checkpoint_id;  // never across workers: resume what the directory holds
+        }
+        a.first_free_id = next->kvs.empty() ? 1 : std::stoull(next->kvs[0].value);
+        std::vector<etcd::compare> fence{etcd::compare::create_is(keys_.leader(), etcd::compare::result::equal, epoch_)};
+        std::vector<etcd::op> write{etcd::op::put(keys_.attempt(), a.encode())};
+        io::result<etcd::txn_response> r = co_await etcd_.txn(std::move(fence), std::move(write));
+        if (r && r->succeeded) {
+          attempt_revision_ = r->revision;
+          co_return a;
+        }
+        if (r) co_return std::nullopt;  // fenced: campaign again
+      } else if (!logged) {
+        rt::log::info("cluster: waiting for workers {} to join and {} to leave attempt {}",
+                      fmt::join(missing, ", "), fmt::join(busy, ", "), last ? last->number : 0);
+      }
+    }
+    const bool slept = co_await pause(poll_interval);
+    if (!slept) co_return std::nullopt;
+  }
+}
+
+rt::task<std::optional<attempt_record>> worker_loop::await_attempt() {
+  for (bool logged = false;; logged = true) {
+    if (lost_) co_return std::nullopt;
+    io::result<etcd::range_response> leader = co_await etcd_.get(keys_.leader());
+    if (leader && (leader->kvs.empty() || leader->kvs[0].create_revision != epoch_)) co_return std::nullopt;
+    io::result<etcd::range_response> current = co_await etcd_.get(keys_.attempt());
+    if (current && !current->kvs.empty()) {
+      std::optional<attempt_record> a = attempt_record::decode(current->kvs[0].value);
+      if (a && a->number > last_attempt_ && a->epoch == epoch_ && options_.index < a->member_revisions.size() &&
+          a->member_revisions[options_.index] == member_revision_ && a->ports.size() == options_.workers) {
+        attempt_revision_ = current->kvs[0].mod_revision;
+        co_return a;
+      }
+    }
+    if (!logged) rt::log::info("cluster: worker {} waits for the leader's next attempt", options_.index);
+    const bool slept = co_await pause(poll_interval);
+    if (!slept) co_return std::nullopt;
+  }
+}
+
+rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a, std::int64_t watch_from) {
+  detail::link_settings s{&keys_, options_.index, options_.listen, options_.job_name, options_.secret};
+  detail::attempt_link link(etcd_, engine_.at(0), plan_, a, watch_from, s);
+  link_ = &link;
+  rt::scope watching;
+  watching.spawn(link.run());
+  rt::log::info("cluster: worker {} runs attempt {} ({}; recovery up to checkpoint {})", options_.index, a.number,
+                link.leader() ? "leader" : fmt::format("leader is worker {}", a.leader), a.newest_allowed);
+  dataflow::job_result result = co_await job_.run_attempt(engine_, link);
+  watching.request_stop();
+  co_await watching.join();
+  co_await link.stop();
+  link_ = nullptr;
+  (void)co_await etcd_.put(keys_.messages(a.number) + fmt::format("left/{}", options_.index), "", lease_);
+  co_return result;
+}
+
+rt::task<dataflow::job_result> worker_loop::run() {
+  io::result<void> joined = co_await join();
+  if (!joined) {
+    if (refusal_) co_return *refusal_;
+    co_return dataflow::job_result{.exit_code = 1, .message = "cluster: " + joined.error().message()};
+  }
+  background_.spawn(keep_alive());
+  unsigned failures = 0;
+  dataflow::job_result last;
+  for (;;) {
+    if (lost_) {
+      io::result<void> again = co_await join();
+      if (!again) {
+        if (refusal_) break;
+        const bool slept = co_await pause(std::chrono::milliseconds(500));
+        if (!slept) break;
+        continue;
+      }
+    }
+    io::result<void> elected = co_await campaign();
+    if (!elected) {
+      rt::log::warn("cluster: {}", elected.error().message());
+      const bool slept = co_await pause(std::chrono::milliseconds(500));
+      if (!slept) break;
+      continue;
+    }
+    std::optional<attempt_record> a;
+    if (leader_) {
+      a = co_await start_attempt();
+    } else {
+      a = co_await await_attempt();
+    }
+    if (!a) {
+      if (engine_.stop_signal() != 0) break;
+      continue;
+    }
+    last_attempt_ = a->number;
+    last = co_await run_attempt(*a, attempt_revision_ + 1);
+    if (last.exit_code == 0 || last.exit_code == 2 || engine_.stop_signal() != 0) break;
+    failures = last.final.checkpoints_completed > 0 ? 1 : failures + 1;
+    if (failures >= options_.max_failures) {
+      last.message = fmt::format("{} attempts in a row failed; the last: {}", failures, last.message);
+      break;
+    }
+    rt::log::warn("cluster: attempt {} ended: {}; the job restarts", a->number, last.message);
+    const bool slept = co_await pause(std::min(std::chrono::milliseconds(2000), poll_interval * failures));
+    if (!slept) break;
+  }
+  if (refusal_) last = *refusal_;
+  background_.request_stop();
+  co_await background_.join();
+  if (lease_ != 0) (void)co_await etcd_.lease_revoke(lease_);  // the others see this worker go at once
+  co_return last;
+}
+
+}  // namespace
+
+dataflow::job_result run_worker(dataflow::job_builder& job, dataflow::job_settings settings, worker_options options) {
+  if (options.workers == 0 || options.index >= options.workers) {
+    return {.exit_code = 2, .message = fmt::format("--worker-index {} must be below --workers {}", options.index,
+                                                   options.workers)};
+  }
+  if (!etcd::endpoint::parse(options.endpoint)) {
+    return {.exit_code = 2, .message = fmt::format("--cluster '{}': {}", options.endpoint,
+                                                   etcd::endpoint::parse(options.endpoint).error().message())};
+  }
+  if (options.advertise.port() == 0) options.advertise = options.listen;
+  const bool handle_signals = settings.handle_signals;
+  const unsigned executors = settings.executors;
+  auto prepared = dataflow::job_worker::prepare(job, settings, options.workers, options.index);
+  if (auto* r = std::get_if<dataflow::job_result>(&prepared)) return *r;
+  dataflow::job_worker& worker = *std::get<std::unique_ptr<dataflow::job_worker>>(prepared);
+  const dataflow::job_plan plan = dataflow::job_plan::make(
+      job, dataflow::plan_shape{.workers = options.workers, .executors = executors, .transport = settings.transport,
+                                .floating_buffers = settings.floating_buffers});
+  dataflow::job_result result;
+  rt::engine eng({.executors = executors, .handle_signals = handle_signals});
+  {
+    std::stop_callback on_stop(settings.stop, [&eng] { eng.request_stop(); });
+    worker_loop loop(worker, plan, std::move(options), eng);
+    result = eng.block_on(loop.run());
+    if (eng.stop_signal() != 0) {
+      result.exit_code = 130;
+      result.message = fmt::format("stopped by signal {}", eng.stop_signal());
+    }
+    eng.stop();
+  }
+  return result;
+}
+
+}  // namespace sluice::cluster
