@@ -79,11 +79,21 @@ rt::task<io::result<void>> worker_loop::join() {
   member_record me{fmt::format("{}", options_.advertise.to_string()), static_cast<long>(::getpid()),
                    dataflow::encode_fingerprint(job_.identity())};
   const std::string key = keys_.member(options_.index);
-  std::vector<etcd::compare> missing{etcd::compare::missing(key)};
-  std::vector<etcd::op> put{etcd::op::put(key, me.encode(), lease_)};
-  std::vector<etcd::op> read{etcd::op::range(key)};
-  io::result<etcd::txn_response> r = co_await etcd_.txn(std::move(missing), std::move(put), std::move(read));
-  if (!r) co_return r.error();
+  // A worker killed a moment ago still holds its key until its lease runs out (lease_ttl): wait
+  // that long. A live one renews it and keeps it.
+  const auto deadline = engine_.at(0).now() + 2 * options_.lease_ttl + std::chrono::seconds(1);
+  io::result<etcd::txn_response> r = io::error(std::make_error_code(std::errc::timed_out), "not tried");
+  for (bool logged = false;; logged = true) {
+    std::vector<etcd::compare> missing{etcd::compare::missing(key)};
+    std::vector<etcd::op> put{etcd::op::put(key, me.encode(), lease_)};
+    std::vector<etcd::op> read{etcd::op::range(key)};
+    r = co_await etcd_.txn(std::move(missing), std::move(put), std::move(read));
+    if (!r) co_return r.error();
+    if (r->succeeded || engine_.at(0).now() >= deadline) break;
+    if (!logged) rt::log::info("cluster: worker {}'s key is still held; waiting for its lease to end", options_.index);
+    const bool slept = co_await pause(poll_interval);
+    if (!slept) co_return io::error(std::make_error_code(std::errc::operation_canceled), "stopped");
+  }
   if (!r->succeeded) {
     std::string holder = "another process";
     if (!r->ranges.empty() && !r->ranges[0].empty()) {
@@ -254,9 +264,9 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
   rt::log::info("cluster: worker {} runs attempt {} ({}; recovery up to checkpoint {})", options_.index, a.number,
                 link.leader() ? "leader" : fmt::format("leader is worker {}", a.leader), a.newest_allowed);
   dataflow::job_result result = co_await job_.run_attempt(engine_, link);
+  co_await link.stop();
   watching.request_stop();
   co_await watching.join();
-  co_await link.stop();
   link_ = nullptr;
   (void)co_await etcd_.put(keys_.messages(a.number) + fmt::format("left/{}", options_.index), "", lease_);
   co_return result;
