@@ -62,6 +62,7 @@ class worker_loop {
   std::int64_t lease_ = 0;
   std::int64_t member_revision_ = 0;
   bool lost_ = false;  // the lease is gone
+  bool renewing_ = false;  // keep_alive runs
   detail::attempt_link* link_ = nullptr;  // the running attempt's
   bool leader_ = false;
   std::int64_t epoch_ = 0;
@@ -76,6 +77,10 @@ rt::task<io::result<void>> worker_loop::join() {
   if (!lease) co_return lease.error();
   lease_ = lease->id;
   lost_ = false;
+  if (!renewing_) {  // renewed from now on, also while the index is still held below
+    renewing_ = true;
+    background_.spawn(keep_alive());
+  }
   member_record me{fmt::format("{}", options_.advertise.to_string()), static_cast<long>(::getpid()),
                    dataflow::encode_fingerprint(job_.identity())};
   const std::string key = keys_.member(options_.index);
@@ -240,6 +245,28 @@ rt::task<std::optional<attempt_record>> worker_loop::await_attempt() {
     if (lost_) co_return std::nullopt;
     io::result<etcd::range_response> leader = co_await etcd_.get(keys_.leader());
     if (leader && (leader->kvs.empty() || leader->kvs[0].create_revision != epoch_)) co_return std::nullopt;
+    if (leader && !leader->kvs.empty()) {
+      // The same job as the leader's, or this worker is refused: it could only ever hang the job.
+      const std::string who = leader->kvs[0].value;
+      io::result<etcd::range_response> theirs = co_await etcd_.get(keys_.members() + who);
+      std::optional<member_record> m;
+      if (theirs && !theirs->kvs.empty()) m = member_record::decode(theirs->kvs[0].value);
+      if (m && m->fingerprint != dataflow::encode_fingerprint(job_.identity())) {
+        std::string why = "its job or arguments differ";
+        if (io::result<dataflow::job_fingerprint> fp = dataflow::decode_fingerprint(m->fingerprint)) {
+          std::vector<std::string> d = dataflow::fingerprint_differences(*fp, job_.identity(), ss::no_checkpoint);
+          const std::string taken = fmt::format("checkpoint {} was taken with ", ss::no_checkpoint);
+          for (std::string& line : d) {
+            if (line.rfind(taken, 0) == 0) line = "the leader runs " + line.substr(taken.size());
+          }
+          if (!d.empty()) why = fmt::format("{}", fmt::join(d, "; "));
+        }
+        refusal_ = refused(fmt::format("worker {} does not run the leader's job (worker {}): {}; start every worker "
+                                       "with the same job arguments",
+                                       options_.index, who, why));
+        co_return std::nullopt;
+      }
+    }
     io::result<etcd::range_response> current = co_await etcd_.get(keys_.attempt());
     if (current && !current->kvs.empty()) {
       std::optional<attempt_record> a = attempt_record::decode(current->kvs[0].value);
@@ -261,8 +288,11 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
   link_ = &link;
   rt::scope watching;
   watching.spawn(link.run());
-  rt::log::info("cluster: worker {} runs attempt {} ({}; recovery up to checkpoint {})", options_.index, a.number,
-                link.leader() ? "leader" : fmt::format("leader is worker {}", a.leader), a.newest_allowed);
+  rt::log::info("cluster: worker {} runs attempt {} ({}; recovery from {})", options_.index, a.number,
+                link.leader() ? "leader" : fmt::format("leader is worker {}", a.leader),
+                a.newest_allowed == ss::max_checkpoint_id ? std::string("the newest valid checkpoint")
+                : a.newest_allowed == ss::no_checkpoint   ? std::string("nothing: a fresh start")
+                                                          : fmt::format("checkpoint {} or older", a.newest_allowed));
   dataflow::job_result result = co_await job_.run_attempt(engine_, link);
   co_await link.stop();
   watching.request_stop();
@@ -274,14 +304,10 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
 
 rt::task<dataflow::job_result> worker_loop::run() {
   io::result<void> joined = co_await join();
-  if (!joined) {
-    if (refusal_) co_return *refusal_;
-    co_return dataflow::job_result{.exit_code = 1, .message = "cluster: " + joined.error().message()};
-  }
-  background_.spawn(keep_alive());
   unsigned failures = 0;
   dataflow::job_result last;
-  for (;;) {
+  if (!joined) last = dataflow::job_result{.exit_code = 1, .message = "cluster: " + joined.error().message()};
+  while (joined) {
     if (lost_) {
       io::result<void> again = co_await join();
       if (!again) {
@@ -305,7 +331,7 @@ rt::task<dataflow::job_result> worker_loop::run() {
       a = co_await await_attempt();
     }
     if (!a) {
-      if (engine_.stop_signal() != 0) break;
+      if (engine_.stop_signal() != 0 || refusal_) break;
       continue;
     }
     last_attempt_ = a->number;

@@ -1,0 +1,112 @@
+#pragma once
+// cluster_support: the pieces of a job across worker processes, for tests: a worker process of the
+// built `sluice` tool (started, killed, waited for), free loopback ports, and the published output
+// of a directory, sorted.
+
+#include "run_sluice.hpp"
+
+#include <support/temp_dir.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sluice::test {
+
+// A loopback port nobody listens on right now (the kernel's pick; another process could take it
+// before the worker binds it, which a test would see as a failed start).
+inline unsigned free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    throw std::runtime_error("free_port: no loopback port");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One `sluice ...` process, its output in <log>; killed (SIGKILL) if still running when destroyed.
+class tool_process {
+ public:
+  tool_process(std::vector<std::string> args, std::string log) : log_(std::move(log)) {
+    std::vector<char*> argv;
+    std::string tool = SLUICE_TOOL_PATH;
+    argv.push_back(tool.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int out = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (out < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) ::_exit(127);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  tool_process(const tool_process&) = delete;
+  tool_process& operator=(const tool_process&) = delete;
+  ~tool_process() {
+    if (pid_ > 0 && !exit_code_) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      (void)::waitpid(pid_, &status, 0);
+    }
+  }
+  void kill(int sig = SIGKILL) const { ::kill(pid_, sig); }
+  // The exit code (-signal when a signal ended it), or nullopt if still running after `within`.
+  std::optional<int> wait(std::chrono::milliseconds within) {
+    if (exit_code_) return exit_code_;
+    const auto give_up = std::chrono::steady_clock::now() + within;
+    for (;;) {
+      int status = 0;
+      const pid_t done = ::waitpid(pid_, &status, WNOHANG);
+      if (done == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+        return exit_code_;
+      }
+      if (std::chrono::steady_clock::now() > give_up) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  std::string log() const { return read_whole_file(log_); }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+};
+
+// Every line of the files published under `dir` (part-*), sorted: the job's output as a set.
+inline std::vector<std::string> published_lines(const std::string& dir) {
+  std::vector<std::string> lines;
+  if (!std::filesystem::exists(dir)) return lines;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("part-", 0) != 0) continue;
+    std::istringstream in(read_whole_file(e.path().string()));
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+}  // namespace sluice::test

@@ -1,0 +1,170 @@
+// One job across worker processes (cluster/worker.hpp), for real: a real etcd on Unix sockets, the
+// built `sluice` tool as three worker processes on loopback, kill -9 at a random moment, the
+// leader killed, and the published output compared with a one-process run of the same job.
+
+#include "cluster_support.hpp"
+
+#include <support/etcd_server.hpp>
+#include <support/temp_dir.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <memory>
+#include <random>
+
+using namespace sluice::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct cluster_fixture {
+  temp_dir dir;
+  etcd_server etcd{dir.path()};
+  std::string input = dir.file("in.txt");
+  std::string reference = dir.file("reference");
+  std::vector<unsigned> ports;
+
+  explicit cluster_fixture(unsigned workers, const char* lines = "300000") {
+    etcd.start();
+    REQUIRE(run_sluice({"corpus", "--output", input, "--lines", lines, "--seed", "11"}).exit_code == 0);
+    const tool_run ref = run_sluice({"wordcount", "--input", input, "--output", reference, "--checkpoint-dir",
+                                     dir.file("reference-chk"), "--quiet"});
+    REQUIRE(ref.exit_code == 0);
+    for (unsigned i = 0; i < workers; ++i) ports.push_back(free_port());
+  }
+
+  std::vector<std::string> worker_args(const std::string& job, unsigned workers, unsigned index,
+                                       std::vector<std::string> extra = {}) const {
+    std::vector<std::string> args = {"wordcount", "--input", input, "--output", dir.file("out-" + job),
+                                     "--checkpoint-dir", dir.file("chk-" + job), "--parallelism", "3",
+                                     "--checkpoint-interval-ms", "100", "--quiet", "--cluster", etcd.endpoint(),
+                                     "--job-name", job, "--workers", std::to_string(workers), "--worker-index",
+                                     std::to_string(index), "--listen", "127.0.0.1:" + std::to_string(ports[index])};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  std::unique_ptr<tool_process> start(const std::string& job, unsigned workers, unsigned index,
+                                      std::vector<std::string> extra = {}) const {
+    return std::make_unique<tool_process>(worker_args(job, workers, index, std::move(extra)),
+                                          dir.file(job + "-w" + std::to_string(index) + ".log"));
+  }
+};
+
+// Waits for every worker; each must exit 0.
+void expect_all_done(std::vector<std::unique_ptr<tool_process>>& workers) {
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const std::optional<int> code = workers[i]->wait(120s);
+    INFO("worker " << i << " log:\n" << workers[i]->log());
+    REQUIRE(code.has_value());
+    CHECK(*code == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cluster: word count across 3 worker processes publishes exactly what one process does") {
+  SLUICE_SKIP_WITHOUT_ETCD();
+  cluster_fixture f(3);
+  std::vector<std::unique_ptr<tool_process>> workers;
+  for (unsigned i = 0; i < 3; ++i) workers.push_back(f.start("plain", 3, i));
+  expect_all_done(workers);
+  CHECK(published_lines(f.dir.file("out-plain")) == published_lines(f.reference));
+}
+
+TEST_CASE("cluster: a worker killed with SIGKILL at a random moment and restarted: the output is exact") {
+  SLUICE_SKIP_WITHOUT_ETCD();
+  cluster_fixture f(3, "600000");
+  std::mt19937 rng(std::random_device{}());
+  const auto at = std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 1500)(rng));
+  const unsigned victim = std::uniform_int_distribution<unsigned>(1, 2)(rng);
+  INFO("worker " << victim << " killed " << at.count() << " ms after the start");
+  std::vector<std::unique_ptr<tool_process>> workers;
+  for (unsigned i = 0; i < 3; ++i) workers.push_back(f.start("killed", 3, i));
+  std::this_thread::sleep_for(at);
+  workers[victim]->kill(SIGKILL);
+  (void)workers[victim]->wait(10s);
+  workers[victim] = f.start("killed", 3, victim);
+  expect_all_done(workers);
+  CHECK(published_lines(f.dir.file("out-killed")) == published_lines(f.reference));
+}
+
+TEST_CASE("cluster: the leader killed mid-run: another worker leads, and the output is exact") {
+  SLUICE_SKIP_WITHOUT_ETCD();
+  cluster_fixture f(3, "600000");
+  std::vector<std::unique_ptr<tool_process>> workers;
+  workers.push_back(f.start("leader", 3, 0));
+  std::this_thread::sleep_for(300ms);  // worker 0 creates the leader key first
+  for (unsigned i = 1; i < 3; ++i) workers.push_back(f.start("leader", 3, i));
+  std::this_thread::sleep_for(900ms);
+  workers[0]->kill(SIGKILL);
+  (void)workers[0]->wait(10s);
+  workers[0] = f.start("leader", 3, 0);
+  expect_all_done(workers);
+  CHECK(published_lines(f.dir.file("out-leader")) == published_lines(f.reference));
+  // Someone other than worker 0 led the job after the kill.
+  CHECK((workers[1]->log().find("completed") != std::string::npos || workers[2]->log().find("completed") != std::string::npos));
+}
+
+TEST_CASE("cluster: a second process with a running worker's index is refused with exit code 2") {
+  SLUICE_SKIP_WITHOUT_ETCD();
+  cluster_fixture f(2, "2000");
+  // Worker 0 alone waits for worker 1, holding its index.
+  auto first = f.start("twice", 2, 0);
+  std::this_thread::sleep_for(500ms);
+  f.ports.push_back(free_port());
+  std::vector<std::string> args = f.worker_args("twice", 2, 0);
+  args.back() = "127.0.0.1:" + std::to_string(f.ports.back());
+  // On the same host, the worker's own lock on the shared checkpoint directory refuses it at once.
+  const tool_run second = run_sluice(args);
+  CHECK(second.exit_code == 2);
+  CHECK_THAT(second.out + second.err, Catch::Contains("is in use by another sluice job"));
+  // With directories of its own (another host, say), etcd refuses it: the first one renews the
+  // index's key, so it never runs out.
+  std::replace(args.begin(), args.end(), f.dir.file("chk-twice"), f.dir.file("chk-other"));
+  std::replace(args.begin(), args.end(), f.dir.file("out-twice"), f.dir.file("out-other"));
+  const tool_run third = run_sluice(args);
+  CHECK(third.exit_code == 2);
+  CHECK_THAT(third.out + third.err, Catch::Contains("worker 0 of job 'twice' is already running"));
+  CHECK_FALSE(first->wait(0ms).has_value());  // the first one is untouched
+}
+
+TEST_CASE("cluster: a worker started with other job arguments than the leader's is refused, naming them") {
+  SLUICE_SKIP_WITHOUT_ETCD();
+  cluster_fixture f(2, "2000");
+  auto leader = f.start("mismatch", 2, 0);
+  std::this_thread::sleep_for(500ms);
+  std::vector<std::string> args = f.worker_args("mismatch", 2, 1);
+  *std::find(args.begin(), args.end(), "3") = "2";  // --parallelism 2, not 3
+  const tool_run other = run_sluice(args);
+  CHECK(other.exit_code == 2);
+  CHECK_THAT(other.out + other.err, Catch::Contains("does not run the leader's job") &&
+                                        Catch::Contains("parallelism 3; this run has 2"));
+}
+
+TEST_CASE("cluster: usage errors are exit code 2 with a message") {
+  temp_dir dir;
+  REQUIRE(run_sluice({"corpus", "--output", dir.file("in.txt"), "--lines", "10"}).exit_code == 0);
+  const std::vector<std::string> base = {"wordcount", "--input", dir.file("in.txt"), "--output", dir.file("out"),
+                                         "--checkpoint-dir", dir.file("chk"), "--cluster", "unix://" + dir.file("none")};
+  auto with = [&base](std::vector<std::string> more) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), more.begin(), more.end());
+    return run_sluice(a);
+  };
+  const tool_run no_name = with({"--workers", "2", "--worker-index", "0", "--listen", "127.0.0.1:1"});
+  CHECK(no_name.exit_code == 2);
+  CHECK_THAT(no_name.err, Catch::Contains("--job-name"));
+  const tool_run index = with({"--job-name", "j", "--workers", "2", "--worker-index", "2", "--listen", "127.0.0.1:1"});
+  CHECK(index.exit_code == 2);
+  CHECK_THAT(index.err, Catch::Contains("--worker-index 2 must be below --workers 2"));
+  const std::string secret = dir.file("secret");
+  std::ofstream(secret) << "0123456789abcdef0123\n";
+  ::chmod(secret.c_str(), 0644);
+  const tool_run open_secret = with({"--job-name", "j", "--workers", "1", "--worker-index", "0", "--listen",
+                                     "127.0.0.1:1", "--secret-file", secret});
+  CHECK(open_secret.exit_code == 2);
+  CHECK_THAT(open_secret.err, Catch::Contains("readable by others") && Catch::Contains("0600"));
+}
