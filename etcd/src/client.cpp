@@ -17,7 +17,6 @@
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/timer.hpp>
 
-#include <cerrno>
 #include <utility>
 
 namespace sluice::etcd {
@@ -103,7 +102,8 @@ task<io::result<std::string>> client::exchange(const unary_request* request) {
 
     auto sent = co_await conn->send_post(request->path, request->body);
     if (!sent) {
-      if (may_retry) continue;  // no whole request reached the server
+      // No whole request reached the server (unless the call was stopped: then it ends here).
+      if (may_retry && sent.error().code() != std::errc::operation_canceled) continue;
       co_return std::move(sent).error();
     }
     detail::response_parser parser(options_.max_response_bytes);

@@ -108,6 +108,7 @@ void watch_stream::take_message(std::string_view line) {
 }
 
 task<io::result<watch_batch>> watch_stream::next() {
+  SLUICE_ASSERT(runtime::executor::current() == home_, "an etcd watch is used only on the executor that made it");
   SLUICE_ASSERT(!reading_, "one next() at a time on an etcd watch");
   reading_ = true;
   while (ready_.empty() && !failed_) {
@@ -131,6 +132,7 @@ task<io::result<watch_batch>> watch_stream::next() {
 }
 
 task<void> watch_stream::close() {
+  SLUICE_ASSERT(runtime::executor::current() == home_, "an etcd watch is used only on the executor that made it");
   if (closed_) co_return;
   closed_ = true;
   co_await conn_->close();  // a next() waiting in another task sees the end and then `closed_`

@@ -10,6 +10,7 @@
 #include "http.hpp"
 
 #include <sluice/etcd/types.hpp>
+#include <sluice/runtime/executor.hpp>
 
 #include <deque>
 #include <memory>
@@ -33,7 +34,7 @@ class watch_stream {
   std::int64_t compact_revision() const noexcept { return compact_revision_; }
 
   watch_stream(endpoint where, std::unique_ptr<http_connection> conn, std::size_t max_message_bytes)
-      : where_(std::move(where)), conn_(std::move(conn)), parser_(max_message_bytes) {}
+      : where_(std::move(where)), conn_(std::move(conn)), parser_(max_message_bytes), home_(runtime::executor::current()) {}
 
  private:
   // One receive, then every complete message in it. A stop (ECANCELED) is returned, not kept.
@@ -45,6 +46,7 @@ class watch_stream {
   endpoint where_;
   std::unique_ptr<http_connection> conn_;
   response_parser parser_;
+  runtime::executor* home_;  // where it was made, and is used
   std::deque<watch_batch> ready_;
   std::optional<io::error> failed_;
   bool created_ = false;

@@ -9,10 +9,11 @@
 //   --listen-client-urls unix://<name>.client:0   (also --advertise-client-urls)
 //   --listen-peer-urls   unix://<name>.peer:0     (also --initial-advertise-peer-urls)
 //   --initial-cluster    <name>=unix://<name>.peer:0
-// and clients reach it at "unix://<dir>/<name>.client:0" (etcd::endpoint::parse). A member of a
-// later cluster test runs in the same `dir` under another name and lists every member in
-// `initial_cluster`. etcd does not remove a stale client socket file (after a kill) and then fails
-// with "bind: address already in use": start() removes the old socket files first.
+// and clients reach it at "unix://<dir>/<name>.client:0" (etcd::endpoint::parse). The members of
+// a cluster run in the same `dir` under their own names, each listing every member in
+// `initial_cluster` (cluster_string), launched together and then waited for. etcd does not remove
+// a stale client socket file (after a kill) and then fails with "bind: address already in use":
+// launch() removes the old socket files first.
 //
 // Elections are fast (heartbeat 10 ms, election timeout 100 ms), so a member is up in well under a
 // second, and the shortest lease etcd grants is 1 s. etcd's output goes to <dir>/<name>.log, which
@@ -51,9 +52,16 @@ namespace sluice::test {
 
 struct etcd_server_options {
   std::string name = "n1";
-  std::string initial_cluster;  // "" means this member alone
+  std::string initial_cluster;  // "" means this member alone; else cluster_string(names)
   std::string initial_cluster_state = "new";
 };
+
+// "n1=unix://n1.peer:0,n2=unix://n2.peer:0,...": --initial-cluster for members sharing a directory.
+inline std::string cluster_string(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out.append(out.empty() ? "" : ",").append(n).append("=unix://").append(n).append(".peer:0");
+  return out;
+}
 
 class etcd_server {
  public:
@@ -84,7 +92,7 @@ class etcd_server {
 
   const std::string& name() const noexcept { return options_.name; }
   std::string client_socket() const { return dir_ + "/" + options_.name + ".client:0"; }
-  std::string peer_url() const { return "unix://" + options_.name + ".peer:0"; }
+  std::string peer_url() const { return "unix://" + options_.name + ".peer:0"; }  // relative to dir
   // What etcd::endpoint::parse takes.
   std::string endpoint() const { return "unix://" + client_socket(); }
   std::string data_dir() const { return dir_ + "/" + options_.name + ".data"; }
@@ -94,7 +102,14 @@ class etcd_server {
 
   // Starts etcd (on the data directory as it is) and waits until it reports healthy.
   void start(std::chrono::milliseconds ready_within = std::chrono::seconds(20)) {
-    if (running()) throw std::logic_error("etcd_server::start: already running");
+    launch();
+    wait_until_healthy(ready_within);
+  }
+
+  // Starts etcd without waiting: the members of a new cluster are launched together, since none is
+  // healthy before a quorum of them runs.
+  void launch() {
+    if (running()) throw std::logic_error("etcd_server::launch: already running");
     const std::string exe = binary();
     if (exe.empty()) throw std::runtime_error("etcd is not installed");
     std::error_code ignored;
@@ -137,10 +152,14 @@ class etcd_server {
       ::_exit(127);
     }
     pid_ = child;
+  }
+
+  // Waits until etcd reports healthy (it has a leader); throws with the log's tail otherwise.
+  void wait_until_healthy(std::chrono::milliseconds ready_within = std::chrono::seconds(20)) {
     const auto deadline = std::chrono::steady_clock::now() + ready_within;
     while (!healthy()) {
       int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      if (!running() || ::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
         throw std::runtime_error("etcd exited while starting (status " + std::to_string(status) + "); log:\n" + log_tail());
       }

@@ -31,6 +31,9 @@
 // Watches (watch.hpp) get their own streaming connection each; creating one is bounded by the
 // request timeout and never retried.
 //
+// GCC 12: a braced list holding a string literal inside a co_await expression fails to compile
+// ("array used as initializer"): build the compare and op vectors in locals first.
+//
 //   auto c = etcd::client(etcd::client::parse_endpoint("unix:///run/j/client.sock:0").value(), {});
 //   auto l = (co_await c.lease_grant(10)).value();
 //   auto t = (co_await c.txn({etcd::compare::missing("/job/leader")},

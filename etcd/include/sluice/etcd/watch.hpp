@@ -13,13 +13,19 @@
 //     errc::compacted     the start revision was compacted; compact_revision() is the oldest
 //                         revision one can watch from now (the server ends the watch);
 //     errc::watch_ended   the server cancelled the watch, the stream ended, or close() was called;
-//     an errno / bad_response / response_too_large code when the connection broke or carried
-//                         junk (a server that dies ends the stream: ECONNRESET or watch_ended).
+//     grpc_code           the gateway reported a stream error (a server shutting down gracefully:
+//                         "transport is closing", UNAVAILABLE);
+//     io::errc::unexpected_eof, ECONNRESET
+//                         the connection broke (a server killed: "the connection closed in the
+//                         middle of the response");
+//     errc::bad_response, errc::response_too_large
+//                         the stream carried junk, or one message larger than max_response_bytes
+//                         (the bound holds for what is buffered: a message plus one receive).
 // - next() honours its stop token: under with_timeout it ends with ECANCELED and loses nothing (the
 //   watch stays usable). Only one next() at a time.
 // - close() ends the stream promptly: a next() waiting in another task fails with watch_ended.
-//   Destroying a watch closes its connection synchronously. A watch is moved only while no next()
-//   is pending, and lives on the executor of the client that made it.
+//   Destroying a watch closes its connection synchronously. A watch is moved or destroyed only
+//   while no next() is pending, and is used only on the executor that made it (asserted).
 //
 //   auto w = (co_await c.watch_prefix("/job/members/", rev + 1)).value();
 //   for (;;) { auto batch = co_await w.next(); if (!batch) break; ... }
