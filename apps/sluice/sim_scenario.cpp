@@ -100,6 +100,14 @@ scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std
   // A third of the seeds expire checkpoints after 3-10 ms: under slow operations and stalled
   // connections some are aborted while their barriers are still on the way, and arrive obsolete.
   if (later.below(3) == 0) s.checkpoint_timeout = std::chrono::milliseconds(later.between(3, 10));
+  // A sixth of the seeds abort checkpoints almost as soon as they start (they expire after 4-6 ms
+  // and come every 1-2 ms): the barriers of an aborted checkpoint still travel behind the next
+  // one's and arrive obsolete at tasks aligning it (FLINK-20654). A stream of its own again.
+  sim::rng storm(seed * 0x9e3779b97f4a7c15ull ^ 0x0b5013e7ull ^ static_cast<std::uint64_t>(job));
+  if (storm.below(6) == 0) {
+    s.checkpoint_timeout = std::chrono::milliseconds(storm.between(4, 6));
+    s.interval = std::chrono::milliseconds(storm.between(1, 2));
+  }
   s.batch_limit = static_cast<std::uint32_t>(r.between(1, 8));
   const bool disk = faults == fault_class::all || faults == fault_class::disk;
   const bool net = faults == fault_class::all || faults == fault_class::net;
