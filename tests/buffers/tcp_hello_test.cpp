@@ -453,3 +453,169 @@ TEST_CASE("a secret file is read only when its owner alone may read it", "[tcp][
   REQUIRE_FALSE(too_big);
   CHECK(too_big.error().message().find("at most 64") != std::string::npos);
 }
+
+// --- a flood of idle and hostile connections while a real channel moves data ----------------------
+
+namespace {
+
+constexpr std::size_t idle_connections = 2000;
+
+// The fds the flood needs: the soft limit raised to the hard one. Empty if that is enough.
+std::string raise_fd_limit(std::size_t needed) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return "getrlimit failed";
+  if (lim.rlim_cur < needed && lim.rlim_max >= needed) {
+    lim.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) return "setrlimit failed";
+  }
+  if (lim.rlim_cur < needed) {
+    return "RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + " (hard " + std::to_string(lim.rlim_max) + "), " +
+           std::to_string(needed) + " needed";
+  }
+  return {};
+}
+
+struct flood_log {
+  bool moving = true;                   // the good channel kept moving at each step
+  std::vector<std::uint64_t> records;   // the good channel's records at each step
+  std::size_t max_connections = 0;      // the attacked transport's, sampled during the flood
+  std::size_t opened = 0;               // idle connections the attacker got established
+  transport_stats attacked;
+  receive_report report;
+  std::vector<std::uint16_t> hostile_ports;  // garbage, wrong secret, stale epoch
+};
+
+task<void> hostile_peers(address target, flood_log* log) {
+  auto raw = co_await sluice::io::tcp_stream::connect(target);
+  sluice::io::tcp_stream garbage = std::move(raw).value();
+  log->hostile_ports.push_back(garbage.local_address().value().port());
+  std::vector<std::byte> noise(4096, std::byte{0x5a});
+  (void)co_await garbage.send_all(noise);
+  std::vector<std::byte> sink(256);
+  for (;;) {
+    auto got = co_await garbage.recv(sink);
+    if (!got || got.value() == 0) break;
+  }
+  (void)co_await garbage.close();
+  const fake_identity wrong_secret = fake("wordcount", 7, "node-x", key('x'));
+  fake_peer a = co_await dial_peer(target, &wrong_secret);
+  log->hostile_ports.push_back(a.stream.local_address().value().port());
+  (void)co_await a.stream.close();
+  const fake_identity stale = fake("wordcount", 3, "node-y", key('k'));
+  fake_peer b = co_await dial_peer(target, &stale);
+  log->hostile_ports.push_back(b.stream.local_address().value().port());
+  (void)co_await b.stream.close();
+}
+
+task<void> flood_body(network_memory* memory, flood_log* log) {
+  transport_options attacked_options = worker("node-s");
+  attacked_options.hello_timeout = std::chrono::milliseconds(500);
+  std::unique_ptr<tcp_transport> sending = co_await start_transport(attacked_options);
+  std::unique_ptr<tcp_transport> receiving = co_await start_transport(worker("node-r"));
+  sender_side s(memory->pool(0), 2, 24, std::chrono::milliseconds(1));
+  sending->serve_partition(partition_id, s.partition);
+  receiver_side r(memory->pool(0), 2, 4);
+  std::vector<remote_input*> inputs;
+  for (std::uint32_t c = 0; c < 2; ++c) {
+    remote_input& in = receiving->open_input(sending->local_address(), partition_id, c, r.gate, c);
+    r.pump.connect(c, in);
+    inputs.push_back(&in);
+  }
+  constexpr std::uint64_t records = 200'000;
+  constexpr std::uint64_t step = 20'000;
+  pacing pace;
+  std::stop_source stop;
+  const auto attack = [](tcp_transport* target, const receive_report* rep, pacing* p, flood_log* l,
+                         std::stop_source* st) -> task<void> {
+    const auto advance = [](pacing* pc, std::uint64_t to) -> task<bool> {
+      co_await allow(pc, to);
+      const bool reached = co_await with_timeout(wait_reached(pc), stall);
+      co_return reached;
+    };
+    l->moving = co_await advance(p, step);
+    l->records.push_back(rep->records);
+    // 1. Hostile peers, each refused with its reason.
+    co_await hostile_peers(target->local_address(), l);
+    {
+      const bool moved = co_await advance(p, rep->records + step);
+      l->moving = l->moving && moved;
+    }
+    l->records.push_back(rep->records);
+    // 2. Idle connections that never say hello: at most max_unauthenticated are held, the rest closed.
+    std::vector<sluice::io::tcp_stream> idle;
+    for (std::size_t i = 0; i < idle_connections; ++i) {
+      auto c = co_await sluice::io::tcp_stream::connect(target->local_address());
+      if (c) idle.push_back(std::move(c).value());
+      if (i % 100 == 0) l->max_connections = std::max(l->max_connections, target->connections());
+    }
+    l->opened = idle.size();
+    l->max_connections = std::max(l->max_connections, target->connections());
+    // The real channel moves while the held ones wait for their hello.
+    {
+      const bool moved = co_await advance(p, rep->records + step);
+      l->moving = l->moving && moved;
+    }
+    l->records.push_back(rep->records);
+    l->max_connections = std::max(l->max_connections, target->connections());
+    // 3. The held ones time out (hello_timeout, 500 ms); the channel still moves.
+    (void)co_await sleep_for(std::chrono::milliseconds(800));
+    {
+      const bool moved = co_await advance(p, rep->records + step);
+      l->moving = l->moving && moved;
+    }
+    l->records.push_back(rep->records);
+    for (auto& c : idle) (void)co_await c.close();
+    const bool ended = co_await advance(p, UINT64_MAX);
+    if (!ended) st->request_stop();
+  };
+  co_await when_all(with_stop_token(run_senders(&s, records, &log->report), stop.get_token()),
+                    with_stop_token(run_receiver(&r, &log->report, &pace), stop.get_token()),
+                    attack(sending.get(), &log->report, &pace, log, &stop));
+  for (remote_input* in : inputs) (void)co_await with_timeout(in->wait_closed(), stall);
+  log->attacked = sending->stats();
+  co_await receiving->close();
+  co_await sending->close();
+  for (int i = 0; i < 1000 && s.pool.in_use() > 0; ++i) co_await yield();
+}
+
+}  // namespace
+
+TEST_CASE("2000 idle connections, garbage, a wrong secret and a stale epoch do not stop a real channel",
+          "[tcp][hello][flood]") {
+  const std::string limited = raise_fd_limit(idle_connections + 512);
+  if (!limited.empty()) {
+    WARN("skipped: " << limited);
+    return;
+  }
+  sluice::test::temp_dir dir;
+  network_memory memory(32 << 20, 32 << 10, 1);
+  flood_log log;
+  std::string text;
+  {
+    stderr_capture capture(dir.file("log"));
+    sync_wait(flood_body(&memory, &log));
+    text = capture.stop();
+  }
+  CHECK(log.moving);
+  CHECK(log.report.error.empty());
+  CHECK(log.report.records == 200'000);
+  for (std::size_t i = 1; i < log.records.size(); ++i) CHECK(log.records[i] > log.records[i - 1]);
+  CHECK(log.opened == idle_connections);
+  const transport_options defaults;
+  // Bounded: at most max_unauthenticated connections in their hello (plus the real one) at any time.
+  CHECK(log.attacked.unauthenticated_peak <= defaults.max_unauthenticated);
+  CHECK(log.max_connections <= defaults.max_unauthenticated + 1);
+  CHECK(log.attacked.rejected.over_capacity >= idle_connections - defaults.max_unauthenticated);
+  CHECK(log.attacked.rejected.timeout >= 1);
+  CHECK(log.attacked.rejected.timeout <= defaults.max_unauthenticated);
+  CHECK(log.attacked.rejected.malformed == 1);
+  CHECK(log.attacked.rejected.authentication == 1);
+  CHECK(log.attacked.rejected.stale_epoch == 1);
+  CHECK(log.attacked.unauthenticated == 0);
+  REQUIRE(log.hostile_ports.size() == 3);
+  for (std::uint16_t port : log.hostile_ports) {
+    CHECK(count_lines(text, "connection from 127.0.0.1:" + std::to_string(port) + " refused") == 1);
+  }
+  // The flood itself is logged in a few lines (at 1, 2, 4, ... refusals), not one per connection.
+  CHECK(count_lines(text, "max_unauthenticated") <= 12);
+}
