@@ -21,6 +21,28 @@
 //   4. S sends a backlog frame whenever its backlog changes, so R can ask for floating buffers.
 //   5. End. After end-of-partition R sends cancel; S answers with cancel; unused lent buffers go
 //      back to the gate, and wait_closed() returns.
+// The port. start() binds exactly the address given (callers use loopback unless the job spans
+// hosts). Every connection opens with the hello of hello.hpp before any frame: job name, epoch and
+// node id must match (transport_options), and with a secret each side proves it knows it (HMAC-SHA256
+// over both nonces); a refusal is logged once per connection with its reason ("connection from
+// 10.0.0.2:4711 refused: stale epoch 5 (this job is at epoch 7)") and counted in
+// transport_stats::rejected. The secret authenticates peers and fences stale workers by epoch; it
+// does not encrypt, and frames after the hello have only TCP's checksum and the header CRC (see
+// hello.hpp). Bounds on the port: at most max_unauthenticated accepted connections are in their
+// hello (one more is closed at once), each must finish it within hello_timeout, and one in its hello
+// holds no receive buffer and no channel table (those come after it).
+// Dialing. A dial retries, with backoff up to 1 s, on a refused or reset connection, a hello cut
+// short, and a peer not at this epoch yet, until connect_timeout; then its channels fail with the
+// last error. A peer at a newer epoch (this worker is stale), another job or a wrong secret fail them
+// at once. Two workers that dial each other at once end on one connection: the one with the smaller
+// node id arbitrates (hello.hpp) and the loser's channels ride the winner's connection. A dial to an
+// address that is the node id of a peer already connected rides that connection too.
+//
+// Channel table. A channel that does not fit (more than max_channels_per_connection open) fails alone
+// with that reason; a peer that opens a channel in this side's id space, like any protocol fault,
+// closes its connection only. A channel its gate failed (the gate's event bound, input_gate.hpp) is
+// cancelled with the handshake below; the connection carries on.
+//
 // Faults. A malformed frame (frame.hpp's faults), a buffer without credit, an event that does not
 // decode, a peer that disconnects (mid-frame or not) or a failed send end THAT connection: its
 // receiving channels fail (the gate yields channel_failed, and failure() names the peer and the
@@ -33,7 +55,8 @@
 // executors of its gates and partitions have run their queued messages (e.g. after the engine
 // stopped).
 //
-//   auto t = (co_await tcp_transport::start(io::address::loopback_v4())).value();   // on home
+//   transport_options o{.job_name = "wordcount", .epoch = 7, .node_id = "10.0.0.1:7000", .secret = key};
+//   auto t = (co_await tcp_transport::start(io::address::loopback_v4(), o)).value();  // on home
 //   t->serve_partition(7, partition);                                      // on the partition's executor
 //   remote_input& in = t->open_input(peer, 7, 0, gate, 0);                 // on the gate's executor
 //   pump.connect(0, in);
