@@ -605,9 +605,11 @@ TEST_CASE("2000 idle connections, garbage, a wrong secret and a stale epoch do n
   // Bounded: at most max_unauthenticated connections in their hello (plus the real one) at any time.
   CHECK(log.attacked.unauthenticated_peak <= defaults.max_unauthenticated);
   CHECK(log.max_connections <= defaults.max_unauthenticated + 1);
-  CHECK(log.attacked.rejected.over_capacity >= idle_connections - defaults.max_unauthenticated);
+  // Each idle connection was either closed at once or timed out in its hello (a slow run frees
+  // slots during the flood, so how many of each depends on the speed, their sum does not).
+  CHECK(log.attacked.rejected.over_capacity + log.attacked.rejected.timeout == idle_connections);
+  CHECK(log.attacked.rejected.over_capacity >= 1);
   CHECK(log.attacked.rejected.timeout >= 1);
-  CHECK(log.attacked.rejected.timeout <= defaults.max_unauthenticated);
   CHECK(log.attacked.rejected.malformed == 1);
   CHECK(log.attacked.rejected.authentication == 1);
   CHECK(log.attacked.rejected.stale_epoch == 1);
