@@ -2,15 +2,31 @@
 // Checkpoint support, failure, release and the accounting check are in input_gate_control.cpp.
 #include "input_gate_internal.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace sluice::buffers {
 
 using gate_detail::take_one;
 
+std::string_view to_string(gate_event::type kind) noexcept {
+  switch (kind) {
+    case gate_event::type::end_of_partition: return "end-of-partition";
+    case gate_event::type::barrier: return "barrier";
+    case gate_event::type::cancellation_marker: return "cancellation-marker";
+    case gate_event::type::channel_failed: return "channel-failed";
+    case gate_event::type::custom: return "custom";
+    case gate_event::type::end_of_data: return "end-of-data";
+    case gate_event::type::watermark: return "watermark";
+  }
+  return "unknown";
+}
+
 input_gate::input_gate(local_buffer_pool& pool, gate_options options)
     : pool_(&pool), owner_(runtime::executor::current()), options_(options), channels_(options.channels) {
   if (options.channels == 0) throw std::invalid_argument("input_gate: needs at least one channel");
+  if (options.max_queued_events_per_channel == 0)
+    throw std::invalid_argument("input_gate: max_queued_events_per_channel must be at least 1");
   check_owner();
   const std::size_t wanted = options.channels * options.exclusive_per_channel;
   std::size_t got = 0;
@@ -137,8 +153,8 @@ void input_gate::deliver(gate_buffer&& filled, std::size_t backlog) {
     throw std::logic_error("input_gate: delivered a buffer that was not requested from this gate against credit");
   const std::uint32_t channel = filled.channel_;
   channel_state& c = channels_[channel];
-  if (c.released) {
-    filled.release();  // the channel is gone: the segment goes back to the pool
+  if (c.released || !c.failure.empty()) {
+    filled.release();  // the channel is gone or failed: the segment goes back
     return;
   }
   filled.gate_ = nullptr;
@@ -160,17 +176,33 @@ void input_gate::deliver(std::uint32_t channel, std::span<const std::byte> bytes
   deliver(std::move(b), backlog);
 }
 
-void input_gate::deliver_event(std::uint32_t channel, gate_event event, bool priority) {
+bool input_gate::deliver_event(std::uint32_t channel, gate_event event, bool priority) {
   const accounting_guard at_exit{this};
   check_owner();
   channel_state& c = at(channel);
-  if (c.released) return;
+  if (c.released || !c.failure.empty()) return false;
   if (c.end_delivered)
     throw std::logic_error("input_gate: event after end-of-partition on channel " + std::to_string(channel));
-  if (event.kind == gate_event::type::end_of_partition || event.kind == gate_event::type::channel_failed) {
+  const bool ends = event.kind == gate_event::type::end_of_partition || event.kind == gate_event::type::channel_failed;
+  if (ends) {
     c.end_delivered = true;
     priority = false;
   }
+  if (!ends && !priority && event.kind == gate_event::type::watermark && !c.queue.empty()) {
+    entry& last = c.queue.back();
+    if (last.event && !last.priority && last.event->kind == gate_event::type::watermark) {
+      last.event->id = std::max(last.event->id, event.id);  // one watermark says as much as both
+      return true;
+    }
+  }
+  if (!ends && c.queued_events >= options_.max_queued_events_per_channel) {
+    fail_channel(channel, "channel " + std::to_string(channel) + " received more than " +
+                              std::to_string(options_.max_queued_events_per_channel) +
+                              " events that were not consumed (gate_options::max_queued_events_per_channel); its "
+                              "sender floods it with " + std::string(to_string(event.kind)) + " events");
+    return false;
+  }
+  ++c.queued_events;
   if (priority) {
     c.queue.insert(c.queue.begin() + static_cast<std::ptrdiff_t>(c.priority_front),
                    entry{buffer{}, false, true, event, c.queued});
@@ -182,6 +214,7 @@ void input_gate::deliver_event(std::uint32_t channel, gate_event event, bool pri
   }
   make_ready(channel);
   wake_consumers();
+  return true;
 }
 
 void input_gate::note_sender_backlog(std::uint32_t channel, std::size_t backlog) {
@@ -270,6 +303,7 @@ std::optional<gate_item> input_gate::try_next() {
   gate_item item;
   item.channel = channel;
   if (e.event) {
+    take_one(c.queued_events, "input gate: queued events below zero");
     if (e.priority) {
       take_one(c.priority_front, "input gate: priority events at the front below zero");
       take_one(priority_pending_, "input gate: pending priority events below zero");
@@ -337,6 +371,15 @@ void input_gate::release_floating(channel_state& c, buffer& b) noexcept {
   take_one(c.floating_assigned, "input gate: floating assigned below zero");
   take_one(floating_total_, "input gate: floating in use below zero");
   b.reset();
+}
+
+void input_gate::send_home(gate_buffer& b) noexcept {
+  SLUICE_ASSERT(owner_ != nullptr, "a gate_buffer of a gate without an executor was dropped on an executor");
+  gate_buffer home(this, b.channel_, b.floating_, b.stage_, std::move(b.buf_));
+  owner_->post([gate = this, h = std::move(home)]() mutable {
+    ++gate->foreign_returns_;
+    h.release();  // on the owner now: give_back
+  });
 }
 
 void input_gate::give_back(gate_buffer& b) noexcept {

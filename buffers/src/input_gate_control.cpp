@@ -46,8 +46,8 @@ void input_gate::fail_channel(std::uint32_t channel, std::string why) {
   check_owner();
   channel_state& c = at(channel);
   if (c.released || c.end_delivered) return;
-  c.failure = std::move(why);
   deliver_event(channel, gate_event{gate_event::type::channel_failed, 0});
+  c.failure = std::move(why);  // after: deliver_event drops events for a failed channel
 }
 
 void input_gate::release_channel(std::uint32_t channel) {
@@ -81,6 +81,7 @@ void input_gate::release_channel(std::uint32_t channel) {
   c.queue.clear();
   c.priority_front = 0;
   c.queued = 0;
+  c.queued_events = 0;
   c.announced_unused = c.unannounced = 0;
   if (!c.ended) {
     c.ended = true;
@@ -115,6 +116,10 @@ std::string input_gate::check_credit_accounting() const {
     }
     std::size_t data_in_queue = 0;
     for (const entry& e : c.queue) data_in_queue += e.event ? 0 : 1;
+    if (c.queue.size() - data_in_queue != c.queued_events) {
+      err += "channel " + std::to_string(i) + ": queue holds " + std::to_string(c.queue.size() - data_in_queue) +
+             " events, counted " + std::to_string(c.queued_events) + "; ";
+    }
     if (data_in_queue != c.queued) {
       err += "channel " + std::to_string(i) + ": queue holds " + std::to_string(data_in_queue) +
              " data buffers, counted " + std::to_string(c.queued) + "; ";

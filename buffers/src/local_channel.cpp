@@ -28,7 +28,8 @@ void local_channel::send(buffer_view view, bool priority, std::size_t backlog) {
 void local_channel::receive(buffer_view view, bool priority, std::size_t backlog) {
   SLUICE_ASSERT(runtime::executor::current() == gate_executor_, "local_channel: delivery off the gate's executor");
   input_gate& gate = *gate_;
-  if (gate.released(gate_channel_)) return;  // the view goes home when it is dropped
+  // A released or failed channel takes nothing more; the view goes home when it is dropped.
+  if (gate.released(gate_channel_) || gate.failed(gate_channel_)) return;
   if (view.kind() == buffer_kind::data) {
     gate.deliver(gate_channel_, view.data(), backlog);  // uses the credit the sender spent
     ++delivered_;
@@ -36,7 +37,14 @@ void local_channel::receive(buffer_view view, bool priority, std::size_t backlog
   }
   std::optional<gate_event> event = decode_event(view.data());
   assert(event.has_value() && "a local partition queued an event that does not decode");
-  if (event) gate.deliver_event(gate_channel_, *event, priority);
+  if (!event) return;
+  const bool queued = gate.deliver_event(gate_channel_, *event, priority);
+  if (!queued && gate.failed(gate_channel_) && !cancel_posted_) {
+    // The gate failed the channel (its event bound): stop the sender. Posted even on one executor,
+    // so nothing of the sender runs inside its own send() (invariant 3).
+    cancel_posted_ = true;
+    sender_executor_->post([this] { sender_.cancel(); });
+  }
 }
 
 void local_channel::grant(std::uint32_t credits) {

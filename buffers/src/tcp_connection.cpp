@@ -15,9 +15,12 @@
 namespace sluice::buffers::detail {
 
 runtime::task<void> transport_core::run_connection(connection* c) {
-  if (!c->failed) co_await runtime::when_all(reader(c), writer(c));
+  if (!c->failed && c->up) co_await runtime::when_all(reader(c), writer(c));
   (void)co_await c->stream.close();
   if (auto it = dialed_.find(c->peer.to_string()); it != dialed_.end() && it->second == c->id) dialed_.erase(it);
+  if (auto it = by_node_.find(c->peer_node); it != by_node_.end() && it->second == c->id) by_node_.erase(it);
+  // A dialed connection retired after its channels moved to another keeps the address pointing there.
+  for (auto it = dialed_.begin(); it != dialed_.end();) it = it->second == c->id ? dialed_.erase(it) : std::next(it);
   connections.erase(c->id);  // destroys *c
   if (connections.empty()) all_closed_.set();
 }
@@ -71,7 +74,7 @@ runtime::task<void> transport_core::reader(connection* c) {
   std::size_t end = 0;
   while (!c->failed) {
     std::span<const std::byte> input(chunk.data() + begin, end - begin);
-    const decode_step step = c->decoder.next(input);
+    const decode_step step = c->decoder->next(input);
     begin = end - input.size();
     if (step == decode_step::need_input) {
       assert(begin == end);  // the decoder keeps a partial header itself
@@ -83,7 +86,7 @@ runtime::task<void> transport_core::reader(connection* c) {
         break;
       }
       if (got.value() == 0) {
-        io::result<void> at_boundary = c->decoder.finish();
+        io::result<void> at_boundary = c->decoder->finish();
         fail(*c, at_boundary ? std::string("the peer closed the connection") : at_boundary.error().message(), false,
              at_boundary.ok());
         break;
@@ -93,12 +96,12 @@ runtime::task<void> transport_core::reader(connection* c) {
       continue;
     }
     if (step == decode_step::failed) {
-      fail(*c, c->decoder.error().message(), true);
+      fail(*c, c->decoder->error().message(), true);
       break;
     }
     ++stats.frames_received;
     if (step == decode_step::control) {
-      handle_control(*c, c->decoder.control());
+      handle_control(*c, c->decoder->control());
       continue;
     }
     const bool ok = co_await receive_payload(c, &chunk, &begin, &end);
@@ -107,8 +110,8 @@ runtime::task<void> transport_core::reader(connection* c) {
 }
 
 runtime::task<bool> transport_core::receive_rest(connection* c, std::span<std::byte> payload) {
-  while (c->decoder.payload_remaining_bytes() > 0) {
-    const std::size_t at = c->decoder.payload_received_bytes();
+  while (c->decoder->payload_remaining_bytes() > 0) {
+    const std::size_t at = c->decoder->payload_received_bytes();
     io::result<std::size_t> got = co_await c->stream.recv(payload.subspan(at, payload.size() - at));
     if (c->failed) co_return false;
     if (!got) {
@@ -116,11 +119,11 @@ runtime::task<bool> transport_core::receive_rest(connection* c, std::span<std::b
       co_return false;
     }
     if (got.value() == 0) {
-      io::result<void> truncated = c->decoder.finish();
+      io::result<void> truncated = c->decoder->finish();
       fail(*c, truncated ? std::string("the peer closed the connection") : truncated.error().message(), false);
       co_return false;
     }
-    c->decoder.payload_received(got.value());
+    c->decoder->payload_received(got.value());
     stats.bytes_received += got.value();
   }
   co_return true;
@@ -129,13 +132,13 @@ runtime::task<bool> transport_core::receive_rest(connection* c, std::span<std::b
 namespace {
 std::string protocol_fault(const connection& c, const frame_header& h, std::string_view what) {
   return fmt::format("protocol violation at stream byte {}: {} frame on channel {}: {}",
-                     c.decoder.stream_offset_bytes(), to_string(h.type), h.channel_id, what);
+                     c.decoder->stream_offset_bytes(), to_string(h.type), h.channel_id, what);
 }
 }  // namespace
 
 runtime::task<bool> transport_core::receive_payload(connection* c, std::vector<std::byte>* chunk, std::size_t* begin,
                                                     std::size_t* end) {
-  const frame_header h = c->decoder.header();
+  const frame_header h = c->decoder->header();
   std::span<const std::byte> input(chunk->data() + *begin, *end - *begin);
   auto it = c->in.find(h.channel_id);
   const bool live = it != c->in.end() && !it->second.cancel_sent;
@@ -156,7 +159,7 @@ runtime::task<bool> transport_core::receive_payload(connection* c, std::vector<s
     gate_buffer slot = std::move(ch.lent.front());
     ch.lent.pop_front();
     std::span<std::byte> into = slot.get().writable().first(h.payload_bytes);
-    c->decoder.take_payload(input, into);
+    c->decoder->take_payload(input, into);
     *begin = *end - input.size();
     const bool received = co_await receive_rest(c, into);  // straight into the gate's buffer
     // The channel may have closed meanwhile; the slot goes back to the gate either way.
@@ -178,7 +181,7 @@ runtime::task<bool> transport_core::receive_payload(connection* c, std::vector<s
   }
   // An event, or a buffer for a channel this side already cancelled (its bytes are dropped).
   c->scratch.resize(h.payload_bytes);
-  c->decoder.take_payload(input, c->scratch);
+  c->decoder->take_payload(input, c->scratch);
   *begin = *end - input.size();
   const bool received = co_await receive_rest(c, c->scratch);
   if (!received) co_return false;
@@ -196,7 +199,13 @@ runtime::task<bool> transport_core::receive_payload(connection* c, std::vector<s
   connection::in_channel& ch = it->second;
   remote_input* in = ch.input;
   const bool priority = (h.flags & frame_flags::priority) != 0;
-  in->gate_executor_->post([in, e = *event, priority] { in->gate_->deliver_event(in->gate_channel_, e, priority); });
+  in->gate_executor_->post([core = this, in, e = *event, priority] {
+    const bool queued = in->gate_->deliver_event(in->gate_channel_, e, priority);
+    if (!queued && in->gate_->failed(in->gate_channel_) && !in->gate_refused_) {
+      in->gate_refused_ = true;  // the gate failed the channel (its event bound): cancel it, once
+      core->home->post([core, in, why = in->gate_->failure(in->gate_channel_)] { core->on_gate_refused(in, why); });
+    }
+  });
   if (event->kind == gate_event::type::end_of_partition) {
     // The sender is done: end the channel with the cancel handshake (frame.hpp).
     enqueue_control(*c, encode_cancel(h.channel_id, ch.next_sequence++));
@@ -208,6 +217,15 @@ runtime::task<bool> transport_core::receive_payload(connection* c, std::vector<s
 void transport_core::handle_control(connection& c, const control_frame& frame) {
   const std::uint32_t wire = frame.header.channel_id;
   if (const auto* request = std::get_if<partition_request>(&frame.payload)) {
+    if ((wire & 1u) == (c.dialed ? 0u : 1u)) {
+      // The peer opened a channel in this side's id space (frame.hpp: the side that connected uses
+      // even ids): this side's next input would collide with it.
+      fail(c, protocol_fault(c, frame.header, fmt::format("channel {} is in this side's id space (the side that "
+                                                          "connected uses even ids, the other odd ones)",
+                                                          wire)),
+           true);
+      return;
+    }
     accept_request(c, wire, *request);
   } else if (const auto* credit = std::get_if<add_credit>(&frame.payload)) {
     auto it = c.out.find(wire);

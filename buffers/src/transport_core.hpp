@@ -3,11 +3,13 @@
 // transport's home executor unless a comment says otherwise.
 
 #include <sluice/buffers/frame.hpp>
+#include <sluice/buffers/hello.hpp>
 #include <sluice/buffers/tcp_transport.hpp>
 #include <sluice/io/tcp.hpp>
 #include <sluice/runtime/scope.hpp>
 
 #include <deque>
+#include <stop_token>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -64,11 +66,15 @@ class connection {
   std::uint64_t id;
   io::address peer;
   bool dialed;
-  bool up = false;
+  bool up = false;  // the hello is done: frames flow
   bool failed = false;
+  bool claimed = false;      // by_node_ names this connection for peer_node
+  std::string peer_node;     // the peer's node id, once its hello was read
   std::string failure;
   io::tcp_stream stream;
-  frame_decoder decoder;
+  std::optional<frame_decoder> decoder;  // made when the connection comes up (none while in the hello)
+  frame_decoder_config decoder_config;
+  std::stop_source hello_stop;  // fail() ends a hello in progress
   std::uint32_t next_wire_channel;  // even if dialed, odd if accepted
   std::unordered_map<std::uint32_t, in_channel> in;
   std::unordered_map<std::uint32_t, out_channel> out;
@@ -87,6 +93,8 @@ class transport_core {
   void on_open_input(remote_input* input, io::address peer, std::uint64_t partition_id, std::uint32_t subpartition);
   void on_grant(remote_input* input, std::vector<gate_buffer> lent);
   void on_output(remote_output* output, buffer_view view, bool priority, std::size_t backlog);
+  // The gate failed the input's channel by itself (its event bound): cancel the channel.
+  void on_gate_refused(remote_input* input, const std::string& why);
 
   // --- gate and partition sides (their executors) ------------------------------------------------
   remote_input& make_input(input_gate& gate, std::uint32_t gate_channel, runtime::executor& gate_executor);
@@ -97,6 +105,7 @@ class transport_core {
 
   runtime::executor* home;
   transport_options options;
+  hello_identity identity;
   io::tcp_listener listener;
   io::address local;
   transport_stats stats;
@@ -106,17 +115,33 @@ class transport_core {
  private:
   friend class connection_loops;
   connection* find(std::uint64_t id);
+
+  // --- dialing, accepting and the hello (transport_dialing.cpp) --------------------------------
   connection& dial(const io::address& peer);
-  void start_connection(std::unique_ptr<connection> c);
-  runtime::task<void> run_connection(connection* c);
+  // Dials until the hello succeeds, a refusal not worth retrying comes, or connect_timeout passes.
   runtime::task<void> dial_and_run(connection* c);
+  runtime::task<void> accept_and_run(connection* c);
+  runtime::task<hello_outcome> hello(connection* c);
+  // The hello succeeded: the connection carries frames now.
+  void go_up(connection& c, const peer_hello& peer);
+  // The hello failed: counts and logs the refusal once, and ends the connection.
+  void refused(connection& c, const hello_outcome& outcome);
+  // Arbiter side: true if `c` may be THE connection to `node` (and records it).
+  bool claim_node(connection& c, const std::string& node);
+  connection* up_connection_to(const std::string& node, const connection* besides);
+  // Moves the channels `from` opened (not yet requested) to `to`, and retires `from`.
+  void migrate(connection& from, connection& to);
+  void note_over_capacity(const io::address& peer);
+
+  runtime::task<void> run_connection(connection* c);
   runtime::task<void> reader(connection* c);
   runtime::task<void> writer(connection* c);
 
   // Ends a connection: fails its receiving channels, cancels its sending ones, and queues a close
   // frame naming the fault when the peer should hear it. An `orderly` end of a connection with no
   // channel open (the peer closed it at a frame boundary) is logged as information, not an error.
-  void fail(connection& c, std::string why, bool tell_peer, bool orderly = false);
+  // `logged`: the caller logged and counted the end already (a refused hello).
+  void fail(connection& c, std::string why, bool tell_peer, bool orderly = false, bool logged = false);
   void send_partition_request(connection& c, std::uint32_t wire, connection::in_channel& ch);
   void enqueue_control(connection& c, encoded_frame frame);
   void handle_control(connection& c, const control_frame& frame);
@@ -138,7 +163,9 @@ class transport_core {
     std::chrono::steady_clock::time_point deadline;
   };
 
-  std::map<std::string, std::uint64_t> dialed_;  // peer address -> connection id
+  std::map<std::string, std::uint64_t> dialed_;   // peer address -> connection id
+  std::map<std::string, std::uint64_t> by_node_;  // peer node id -> its one connection (non-empty ids)
+  std::size_t unauthenticated_ = 0;               // accepted connections still in their hello
   std::unordered_map<std::uint64_t, served_partition> served_;
   std::vector<pending_request> pending_;
   std::vector<std::unique_ptr<remote_input>> inputs_;

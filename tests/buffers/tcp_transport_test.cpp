@@ -16,6 +16,7 @@
 #include <support/sanitizers.hpp>
 
 #include "channel_fixture.hpp"
+#include "tcp_fixture.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -28,6 +29,7 @@
 using namespace sluice::buffers;
 using namespace sluice::runtime;
 using namespace sluice::test::channels;
+using namespace sluice::test::tcp;
 using sluice::io::address;
 using sluice::test::run_on;
 
@@ -35,10 +37,6 @@ namespace {
 
 constexpr std::uint64_t partition_id = 7;
 
-task<std::unique_ptr<tcp_transport>> start_transport(transport_options options) {
-  auto t = co_await tcp_transport::start(address::loopback_v4(), options);
-  co_return std::move(t).value();
-}
 task<void> close_transport(tcp_transport* t) { co_await t->close(); }
 
 task<void> serve(tcp_transport* t, sender_side* s) {
@@ -139,30 +137,6 @@ TEST_CASE("remote channels work when the transport's executor is not the gate's 
 
 namespace {
 
-// A raw header; the checksum is right unless `break_checksum`, so each case reaches its own check.
-std::vector<std::byte> raw_header(std::uint8_t type, std::uint32_t channel, std::uint32_t length, std::uint64_t seq,
-                                  const char* magic = "SLCE", std::uint16_t version = 1) {
-  std::vector<std::byte> h(frame_header_bytes);
-  std::memcpy(h.data(), magic, 4);
-  auto put = [&](std::size_t at, std::uint64_t v, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) h[at + i] = static_cast<std::byte>(v >> (8 * i));
-  };
-  put(4, version, 2);
-  h[6] = std::byte{type};
-  put(8, channel, 4);
-  put(12, length, 4);
-  put(16, seq, 8);
-  put(24, crc32c(std::span(h).first(24)), 4);
-  return h;
-}
-
-std::vector<std::byte> concat(std::vector<std::byte> a, std::span<const std::byte> b) {
-  const std::size_t at = a.size();
-  a.resize(at + b.size());
-  if (!b.empty()) std::memcpy(a.data() + at, b.data(), b.size());
-  return a;
-}
-
 struct malformed_case {
   const char* name;
   std::vector<std::byte> bytes;
@@ -186,33 +160,21 @@ std::vector<malformed_case> malformed_cases() {
   return cases;
 }
 
-// Connects to `target`, sends `bytes`, and returns the reason of the close frame the peer answers
-// with (empty if none came before the end of the stream).
+// Connects to `target`, passes the hello, sends `bytes`, and returns the reason of the close frame
+// the peer answers with (empty if none came before the end of the stream).
 task<std::string> attack(address target, std::vector<std::byte> bytes) {
-  auto stream = co_await sluice::io::tcp_stream::connect(target);
-  sluice::io::tcp_stream s = std::move(stream).value();
-  auto sent = co_await s.send_all(bytes);
-  sent.value();
-  auto shut = co_await s.shutdown(SHUT_WR);  // the end of our stream: mid-frame, for the half header
+  fake_peer p = co_await dial_peer(target);
+  if (!p.hello.ok) throw std::runtime_error("the hello failed: " + p.hello.reason);
+  co_await p.send(std::move(bytes));
+  auto shut = co_await p.stream.shutdown(SHUT_WR);  // the end of our stream: mid-frame, for the half header
   shut.value();
-  frame_decoder decoder;
-  std::vector<std::byte> chunk(4096);
   std::string reason;
   for (;;) {
-    auto got = co_await s.recv(chunk);
-    if (!got || got.value() == 0) break;
-    std::span<const std::byte> in(chunk.data(), got.value());
-    while (!in.empty()) {
-      const decode_step step = decoder.next(in);
-      if (step == decode_step::control) {
-        const control_frame frame = decoder.control();
-        if (const auto* c = std::get_if<close_connection>(&frame.payload)) reason = std::string(c->reason);
-      } else if (step != decode_step::need_input) {
-        break;
-      }
-    }
+    peer_frame f = co_await p.next_control();
+    if (f.ended) break;
+    if (std::holds_alternative<close_connection>(f.payload)) reason = f.close_reason;
   }
-  (void)co_await s.close();
+  (void)co_await p.stream.close();
   co_return reason;
 }
 
@@ -336,26 +298,15 @@ TEST_CASE("scenario 22: a malformed, oversized or out-of-sequence frame closes t
 
 namespace {
 
-// A fake sender process: accepts one connection, reads the partition request, then sends `frames`.
-task<void> fake_peer(sluice::io::tcp_listener* listener, std::vector<std::byte> frames, bool then_vanish) {
-  auto accepted = co_await listener->accept();
-  sluice::io::tcp_stream s = std::move(accepted).value();
-  std::vector<std::byte> request(frame_header_bytes + 16);
-  auto got = co_await s.recv_exact(request);
-  got.value();
-  auto sent = co_await s.send_all(frames);
-  sent.value();
-  if (then_vanish) {
-    (void)co_await s.close();
-    co_return;
-  }
-  // Wait for the transport to close the connection on us.
-  std::vector<std::byte> sink(4096);
-  for (;;) {
-    auto r = co_await s.recv(sink);
-    if (!r || r.value() == 0) break;
-  }
-  (void)co_await s.close();
+// A fake sender process: accepts one connection, passes the hello, reads the partition request,
+// then sends `frames`.
+task<void> fake_sender(sluice::io::tcp_listener* listener, std::vector<std::byte> frames, bool then_vanish) {
+  fake_peer p = co_await accept_peer(listener);
+  peer_frame request = co_await p.next_control();
+  if (request.ended) throw std::runtime_error("no partition request came");
+  co_await p.send(std::move(frames));
+  if (!then_vanish) co_await p.drain();  // until the transport closes the connection on us
+  (void)co_await p.stream.close();
 }
 
 // A buffer frame holding `records` records of channel 0 (numbered from `first`), as the fixture's
@@ -396,7 +347,7 @@ task<channel_fault> receive_from_fake(network_memory* memory, std::vector<std::b
   std::vector<remote_input*> inputs;
   co_await open_inputs(t.get(), listener.local_address(), &r, &inputs);
   channel_fault out;
-  co_await when_all(fake_peer(&listener, std::move(frames), then_vanish), run_receiver(&r, &out.report));
+  co_await when_all(fake_sender(&listener, std::move(frames), then_vanish), run_receiver(&r, &out.report));
   out.closed = co_await inputs[0]->wait_closed();
   out.failure = r.gate.failure(0);
   co_await t->close();

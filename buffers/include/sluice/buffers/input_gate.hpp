@@ -21,6 +21,12 @@
 //   longest-waiting channel). So 4 channels with big backlogs share 8 floating buffers 2 each.
 // - Events need no credit (`deliver_event`); a priority event overtakes the data queued on its
 //   channel (after earlier priority events). End-of-partition ends a channel once consumed.
+// - Events are bounded like data. An in-band watermark queued right behind another in-band
+//   watermark merges into it (the later time wins: both say "event time t is complete"). Beyond
+//   that, a channel holds at most `max_queued_events_per_channel` unconsumed events: one more fails
+//   THAT channel (channel_failed, failure() names the flood) and deliver_event returns false, so the
+//   channel's carrier cancels its sender. Data and events delivered to a failed channel later are
+//   dropped (a data buffer goes back as free credit of the ended channel).
 // - Consumer: `co_await next()` yields the next gate_item, round-robin across channels with queued
 //   items, priority events first. It suspends while nothing is queued and is woken by SCHEDULING
 //   (invariant 3). nullopt once `finished()` (every channel's end-of-partition consumed), when the
@@ -88,6 +94,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -99,6 +106,8 @@ struct gate_options {
   std::size_t channels = 1;
   std::size_t exclusive_per_channel = 2;
   std::size_t floating = 8;
+  // Unconsumed events a channel may hold (end-of-partition and channel_failed excepted); at least 1.
+  std::size_t max_queued_events_per_channel = 256;
 };
 
 struct credit_announcement {
@@ -124,9 +133,13 @@ struct gate_event {
   type kind = type::custom;
   std::uint64_t id = 0;  // e.g. the checkpoint id of a barrier
 };
+// "end-of-partition", "barrier", "watermark", ...
+std::string_view to_string(gate_event::type kind) noexcept;
 
 // A gate segment lent to the sender (to fill) or to the consumer (to read). Move-only; dropping it
-// (or release()) hands the segment back to the gate, on the gate's executor.
+// (or release()) hands the segment back to the gate, on the gate's executor: dropped on another
+// executor (a transport's), it goes home by a message to the gate's executor and never touches the
+// gate there. So destroy a gate only after its executor has run the messages of such drops.
 class gate_buffer {
  public:
   gate_buffer() noexcept = default;
@@ -215,8 +228,11 @@ class input_gate {
   void deliver(std::uint32_t channel, std::span<const std::byte> bytes, std::size_t backlog);
   // The sender's backlog, reported without a buffer (a remote backlog frame).
   void note_sender_backlog(std::uint32_t channel, std::size_t backlog);
-  // Events need no credit. Throws std::logic_error after the channel's end-of-partition.
-  void deliver_event(std::uint32_t channel, gate_event event, bool priority = false);
+  // Events need no credit. True when the event is queued (or merged into a queued watermark);
+  // false when it was dropped: the channel is released or failed, or this event exceeded the
+  // channel's event bound (the channel is failed now). Throws std::logic_error after the channel's
+  // end-of-partition.
+  bool deliver_event(std::uint32_t channel, gate_event event, bool priority = false);
   void deliver_end_of_partition(std::uint32_t channel) {
     deliver_event(channel, gate_event{gate_event::type::end_of_partition, 0});
   }
@@ -269,6 +285,8 @@ class input_gate {
   // Ends `channel` with a channel_failed event (after what is queued). Idempotent; no-op once ended.
   void fail_channel(std::uint32_t channel, std::string why);
   const std::string& failure(std::uint32_t channel) const { return channels_.at(channel).failure; }
+  // fail_channel() was called on it (or its event bound was exceeded).
+  bool failed(std::uint32_t channel) const { return !channels_.at(channel).failure.empty(); }
   // Drops `channel` for good (see the top comment). Counts as ended. Idempotent.
   void release_channel(std::uint32_t channel);
   bool released(std::uint32_t channel) const { return channels_.at(channel).released; }
@@ -282,6 +300,7 @@ class input_gate {
   std::size_t announced_unused(std::uint32_t channel) const { return channels_.at(channel).announced_unused; }
   std::size_t floating_assigned(std::uint32_t channel) const { return channels_.at(channel).floating_assigned; }
   std::size_t queued(std::uint32_t channel) const { return channels_.at(channel).queued; }
+  std::size_t queued_events(std::uint32_t channel) const { return channels_.at(channel).queued_events; }
   std::size_t view_held(std::uint32_t channel) const { return channels_.at(channel).parked.size(); }
   std::size_t floating_in_use() const noexcept { return floating_total_; }
   // Pool segments the gate accounts for: the exclusive buffers of live channels plus floating ones.
@@ -289,6 +308,8 @@ class input_gate {
     return (channels_.size() - released_count_) * options_.exclusive_per_channel + floating_total_;
   }
   std::size_t waiting_for_floating() const noexcept { return floating_waiting_.size(); }
+  // gate_buffers dropped on another executor that came home by message.
+  std::uint64_t foreign_returns() const noexcept { return foreign_returns_; }
   bool on_owner() const noexcept { return runtime::executor::current() == owner_; }
 
  private:
@@ -315,6 +336,7 @@ class input_gate {
     std::size_t unannounced = 0;
     std::size_t sender_held = 0;
     std::size_t queued = 0;  // data buffers in `queue`
+    std::size_t queued_events = 0;  // events in `queue`, bounded by max_queued_events_per_channel
     std::size_t consumer_held = 0;
     std::size_t floating_assigned = 0;
     std::size_t backlog = 0;
@@ -338,6 +360,8 @@ class input_gate {
   void make_ready(std::uint32_t channel);
   void wake_consumers() noexcept;
   void give_back(gate_buffer& b) noexcept;
+  // Off the owner: posts `b` (already detached) to the owner's inbox, where it is given back.
+  void send_home(gate_buffer& b) noexcept;
   bool takeable(const channel_state& c) const noexcept;
   void reclaim_parked();
   // A floating buffer whose handle is its last reference goes back to the pool.
@@ -355,6 +379,7 @@ class input_gate {
   std::size_t ended_ = 0;
   std::size_t parked_total_ = 0;
   std::size_t released_count_ = 0;
+  std::uint64_t foreign_returns_ = 0;
   bool closed_ = false;
   runtime::event credit_;
   runtime::event priority_;
@@ -366,6 +391,10 @@ class input_gate {
 inline void gate_buffer::release() noexcept {
   if (gate_ == nullptr) return;
   input_gate* g = std::exchange(gate_, nullptr);
+  if (!g->on_owner()) {
+    g->send_home(*this);  // a foreign executor never touches the gate (invariant 2)
+    return;
+  }
   g->give_back(*this);
 }
 

@@ -7,6 +7,8 @@
 //   the partition's buffer is released on the gate's executor, which sends it home (invariant 2).
 // - Receiver side (the gate's executor): connect the channel to the gate's gate_credit_pump; the
 //   credit it grants is posted to the sender's executor.
+// - A channel the gate fails (its event bound, input_gate.hpp) takes nothing more, and its sender is
+//   cancelled by a message.
 // - Messages between the two are executor posts, FIFO per sender, so a channel's buffers and events
 //   arrive in order. On one executor they are direct calls of enqueue-only functions.
 // - Lifetime: the channel must outlive every message it posted; destroy it after both executors
@@ -45,6 +47,7 @@ class local_channel final : public channel_target, public credit_route {
   runtime::executor* gate_executor_;
   subpartition_sender sender_;
   std::uint64_t delivered_ = 0;  // gate executor only
+  bool cancel_posted_ = false;   // gate executor only
 };
 
 }  // namespace sluice::buffers

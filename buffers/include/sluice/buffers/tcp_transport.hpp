@@ -21,6 +21,28 @@
 //   4. S sends a backlog frame whenever its backlog changes, so R can ask for floating buffers.
 //   5. End. After end-of-partition R sends cancel; S answers with cancel; unused lent buffers go
 //      back to the gate, and wait_closed() returns.
+// The port. start() binds exactly the address given (callers use loopback unless the job spans
+// hosts). Every connection opens with the hello of hello.hpp before any frame: job name, epoch and
+// node id must match (transport_options), and with a secret each side proves it knows it (HMAC-SHA256
+// over both nonces); a refusal is logged once per connection with its reason ("connection from
+// 10.0.0.2:4711 refused: stale epoch 5 (this job is at epoch 7)") and counted in
+// transport_stats::rejected. The secret authenticates peers and fences stale workers by epoch; it
+// does not encrypt, and frames after the hello have only TCP's checksum and the header CRC (see
+// hello.hpp). Bounds on the port: at most max_unauthenticated accepted connections are in their
+// hello (one more is closed at once), each must finish it within hello_timeout, and one in its hello
+// holds no receive buffer and no channel table (those come after it).
+// Dialing. A dial retries, with backoff up to 1 s, on a refused or reset connection, a hello cut
+// short, and a peer not at this epoch yet, until connect_timeout; then its channels fail with the
+// last error. A peer at a newer epoch (this worker is stale), another job or a wrong secret fail them
+// at once. Two workers that dial each other at once end on one connection: the one with the smaller
+// node id arbitrates (hello.hpp) and the loser's channels ride the winner's connection. A dial to an
+// address that is the node id of a peer already connected rides that connection too.
+//
+// Channel table. A channel that does not fit (more than max_channels_per_connection open) fails alone
+// with that reason; a peer that opens a channel in this side's id space, like any protocol fault,
+// closes its connection only. A channel its gate failed (the gate's event bound, input_gate.hpp) is
+// cancelled with the handshake below; the connection carries on.
+//
 // Faults. A malformed frame (frame.hpp's faults), a buffer without credit, an event that does not
 // decode, a peer that disconnects (mid-frame or not) or a failed send end THAT connection: its
 // receiving channels fail (the gate yields channel_failed, and failure() names the peer and the
@@ -33,12 +55,14 @@
 // executors of its gates and partitions have run their queued messages (e.g. after the engine
 // stopped).
 //
-//   auto t = (co_await tcp_transport::start(io::address::loopback_v4())).value();   // on home
+//   transport_options o{.job_name = "wordcount", .epoch = 7, .node_id = "10.0.0.1:7000", .secret = key};
+//   auto t = (co_await tcp_transport::start(io::address::loopback_v4(), o)).value();  // on home
 //   t->serve_partition(7, partition);                                      // on the partition's executor
 //   remote_input& in = t->open_input(peer, 7, 0, gate, 0);                 // on the gate's executor
 //   pump.connect(0, in);
 
 #include <sluice/buffers/channel.hpp>
+#include <sluice/buffers/fixed_text.hpp>
 #include <sluice/buffers/segment.hpp>
 #include <sluice/io/address.hpp>
 #include <sluice/io/result.hpp>
@@ -52,11 +76,25 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace sluice::buffers {
 
 struct transport_options {
+  // --- who this process is (hello.hpp): every peer must present the same job, epoch and secret ---
+  // (Inline storage keeps the options trivially copyable: see fixed_text.hpp.)
+  fixed_text<255> job_name;
+  std::uint64_t epoch = 0;
+  fixed_text<255> node_id;           // e.g. this worker's advertised HOST:PORT
+  fixed_bytes<64> secret;            // empty: peers are not authenticated (job and epoch still are)
+  // A connection (either way) that has not completed its hello by then is closed.
+  std::chrono::milliseconds hello_timeout{5'000};
+  // Accepted connections still in their hello; one more is closed at once.
+  std::size_t max_unauthenticated = 64;
+  // How long a dial keeps retrying (refused, reset during the hello, peer not at this epoch yet).
+  std::chrono::milliseconds connect_timeout{30'000};
+
   // The largest buffer payload accepted; at least the segment size of the gates it feeds.
   std::uint32_t max_frame_payload_bytes = default_segment_bytes;
   std::uint32_t max_channels_per_connection = 4096;
@@ -66,6 +104,7 @@ struct transport_options {
   // How long a partition request for a partition not (yet) served here waits before it is refused.
   std::chrono::milliseconds partition_request_timeout{10'000};
 };
+static_assert(std::is_trivially_copyable_v<transport_options>, "see fixed_text.hpp");
 
 class tcp_transport;
 namespace detail {
@@ -92,12 +131,35 @@ class remote_input final : public credit_route {
   std::uint32_t gate_channel_;
   runtime::executor* gate_executor_;
   runtime::event closed_;
+  bool gate_refused_ = false;  // gate executor only: on_gate_refused was posted
   // Home executor only: where the channel lives on the wire.
   std::uint64_t connection_id_ = 0;
   std::uint32_t wire_channel_ = 0;
 };
 
+// Connections whose hello failed, by reason (hello_refusal), both ways.
+struct hello_rejections {
+  std::uint64_t malformed = 0;       // not a hello: garbage, another protocol
+  std::uint64_t wrong_job = 0;
+  std::uint64_t stale_epoch = 0;
+  std::uint64_t future_epoch = 0;
+  std::uint64_t authentication = 0;  // wrong secret, or a secret on one side only
+  std::uint64_t same_node = 0;
+  std::uint64_t closed = 0;          // the peer went away during the hello
+  std::uint64_t timeout = 0;         // no hello within hello_timeout
+  std::uint64_t over_capacity = 0;   // closed at once: max_unauthenticated were in their hello
+  std::uint64_t total() const noexcept {
+    return malformed + wrong_job + stale_epoch + future_epoch + authentication + same_node + closed + timeout +
+           over_capacity;
+  }
+};
+
 struct transport_stats {
+  hello_rejections rejected;
+  std::uint64_t duplicates_closed = 0;  // connections closed because the pair already had one
+  std::uint64_t dial_retries = 0;
+  std::size_t unauthenticated = 0;       // accepted connections in their hello now
+  std::size_t unauthenticated_peak = 0;
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_dialed = 0;
   std::uint64_t connections_failed = 0;
