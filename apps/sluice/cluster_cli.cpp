@@ -2,14 +2,11 @@
 
 #include "cluster_cli.hpp"
 
+#include <sluice/buffers/secret_file.hpp>
 #include <sluice/io/address.hpp>
 
 #include <fmt/core.h>
 
-#include <sys/stat.h>
-
-#include <fstream>
-#include <iterator>
 
 namespace sluice::apps {
 
@@ -48,18 +45,9 @@ std::variant<cluster::worker_options, std::string> worker_options_of(const clust
     w.advertise = *advertise;
   }
   if (!o.secret_file.empty()) {
-    struct stat st {};
-    if (::stat(o.secret_file.c_str(), &st) != 0) return fmt::format("--secret-file '{}' cannot be read", o.secret_file);
-    if (!S_ISREG(st.st_mode)) return fmt::format("--secret-file '{}' is not a regular file", o.secret_file);
-    if ((st.st_mode & 077) != 0) {
-      return fmt::format("--secret-file '{}' is readable by others (mode {:o}): make it 0600", o.secret_file,
-                         st.st_mode & 0777);
-    }
-    std::ifstream in(o.secret_file, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!bytes.empty() && (bytes.back() == '\n' || bytes.back() == '\r')) bytes.pop_back();
-    if (bytes.size() < 16) return fmt::format("--secret-file '{}' holds fewer than 16 bytes", o.secret_file);
-    for (char c : bytes) w.secret.push_back(static_cast<std::byte>(c));
+    io::result<std::vector<std::byte>> secret = buffers::read_secret_file(o.secret_file);
+    if (!secret) return "--secret-file: " + secret.error().message();
+    w.secret = std::move(secret).value();
   }
   return w;
 }

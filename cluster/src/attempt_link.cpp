@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <charconv>
+#include <span>
 
 namespace sluice::cluster::detail {
 
@@ -90,7 +91,13 @@ std::vector<io::address> attempt_link::peers() const {
 }
 
 buffers::transport_options attempt_link::transport() const {
+  // The hello (buffers/hello.hpp): peers of another job, another attempt or without the secret are
+  // refused; the attempt number is the epoch, so a worker still in an older attempt cannot connect.
   buffers::transport_options o;
+  o.job_name = settings_.job_name;
+  o.epoch = attempt_.number;
+  o.node_id = attempt_.ports.at(settings_.worker);
+  o.secret = std::span<const std::byte>(settings_.secret);
   return o;
 }
 
