@@ -304,7 +304,8 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
 
 rt::task<dataflow::job_result> worker_loop::run() {
   io::result<void> joined = co_await join();
-  unsigned failures = 0;
+  unsigned failures = 0;  // attempts in a row that ended with no checkpoint completed
+  ss::checkpoint_id last_allowed = ss::no_checkpoint;
   dataflow::job_result last;
   if (!joined) last = dataflow::job_result{.exit_code = 1, .message = "cluster: " + joined.error().message()};
   while (joined) {
@@ -335,6 +336,8 @@ rt::task<dataflow::job_result> worker_loop::run() {
       continue;
     }
     last_attempt_ = a->number;
+    if (a->newest_allowed != last_allowed) failures = 0;  // a checkpoint completed since: progress
+    last_allowed = a->newest_allowed;
     last = co_await run_attempt(*a, attempt_revision_ + 1);
     if (last.exit_code == 0 || last.exit_code == 2 || engine_.stop_signal() != 0) break;
     failures = last.final.checkpoints_completed > 0 ? 1 : failures + 1;
