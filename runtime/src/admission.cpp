@@ -48,31 +48,9 @@ std::size_t ring_admission::in_flight() const noexcept {
   return n;
 }
 
-bool ring_admission::has_room(const io_op& op) const noexcept {
-  const op_class c = class_of(op);
-  if (c == op_class::timer) return true;
-  if (in_flight() - in_flight_[index(op_class::timer)] >= total_limit_) return false;
-  if (c == op_class::internal) return true;
-  const std::size_t ordinary = in_flight_[index(op_class::prompt)] + in_flight_[index(op_class::wait)];
-  if (ordinary >= capacity_) return false;
-  return c == op_class::prompt || in_flight_[index(op_class::wait)] < wait_capacity_;
-}
-
-bool ring_admission::may_enter(const io_op& op) const noexcept {
-  return backlog_[index(class_of(op))].empty() && has_room(op);
-}
-
-void ring_admission::entered(const io_op& op) noexcept { ++in_flight_[index(class_of(op))]; }
-
-void ring_admission::left(const io_op& op) noexcept {
-  std::size_t& n = in_flight_[index(class_of(op))];
-  assert(n > 0 && "an operation left the ring that never entered it");
-  --n;
-}
-
 io_op* ring_admission::next() const noexcept {
-  for (const auto& queue : backlog_) {
-    if (!queue.empty() && has_room(*queue.front())) return queue.front();
+  for (int c = 0; c < op_class_count; ++c) {
+    if (!backlog_[c].empty() && has_room(static_cast<op_class>(c))) return backlog_[c].front();
   }
   return nullptr;
 }

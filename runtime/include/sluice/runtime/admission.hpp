@@ -31,6 +31,7 @@
 
 #include <sluice/runtime/io_backend.hpp>
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -143,12 +144,52 @@ class ring_admission {
 
  private:
   static constexpr int index(op_class c) noexcept { return static_cast<int>(c); }
+  bool has_room(op_class c) const noexcept;
 
   std::size_t capacity_ = 0;
   std::size_t wait_capacity_ = 0;
   std::size_t total_limit_ = 0;
   std::size_t in_flight_[op_class_count] = {};
+  std::size_t in_ring_ = 0;   // all but timers
+  std::size_t ordinary_ = 0;  // prompt + wait
   detail::op_queue backlog_[op_class_count];
 };
+
+// On every submission and completion: inline.
+inline bool ring_admission::has_room(op_class c) const noexcept {
+  switch (c) {
+    case op_class::timer: return true;
+    case op_class::internal: return in_ring_ < total_limit_;
+    case op_class::prompt: return in_ring_ < total_limit_ && ordinary_ < capacity_;
+    case op_class::wait:
+      return in_ring_ < total_limit_ && ordinary_ < capacity_ && in_flight_[index(op_class::wait)] < wait_capacity_;
+  }
+  return false;
+}
+
+inline bool ring_admission::has_room(const io_op& op) const noexcept { return has_room(class_of(op)); }
+
+inline bool ring_admission::may_enter(const io_op& op) const noexcept {
+  const op_class c = class_of(op);
+  return backlog_[index(c)].empty() && has_room(c);
+}
+
+inline void ring_admission::entered(const io_op& op) noexcept {
+  const op_class c = class_of(op);
+  ++in_flight_[index(c)];
+  if (c == op_class::timer) return;
+  ++in_ring_;
+  if (c != op_class::internal) ++ordinary_;
+}
+
+inline void ring_admission::left(const io_op& op) noexcept {
+  const op_class c = class_of(op);
+  std::size_t& n = in_flight_[index(c)];
+  assert(n > 0 && "an operation left the ring that never entered it");
+  --n;
+  if (c == op_class::timer) return;
+  --in_ring_;
+  if (c != op_class::internal) --ordinary_;
+}
 
 }  // namespace sluice::runtime
