@@ -17,7 +17,7 @@
 #   SLUICE_SKIP_ASAN=1      skip step 3
 #   SLUICE_SKIP_TSAN=1      skip step 4
 #   SLUICE_SKIP_SIM=1       skip step 5
-#   SLUICE_SIM_SEEDS=<n>    seeds per job and fault class in step 5 (default 130)
+#   SLUICE_SIM_SEEDS=<n>    seeds per job and fault class in step 5 (default 126)
 #   SLUICE_SKIP_FUZZ=1      skip step 6
 #   SLUICE_FUZZ_SECONDS=<s> fuzzing time per target in step 6 (default: 30)
 #   SLUICE_JOBS=<n>         parallelism (default: nproc)

@@ -127,6 +127,7 @@ task<void> engine::watch_signals() {
   op.buf = &info;
   op.len = sizeof info;
   op.offset = static_cast<std::uint64_t>(-1);
+  op.waits = true;  // until a signal comes: a wait, not a prompt read (admission.hpp)
   const std::int32_t rc = co_await submit_op(op);
   if (rc == static_cast<std::int32_t>(sizeof info)) {
     stop_signal_.store(static_cast<int>(info.ssi_signo));

@@ -21,20 +21,52 @@ void test_backend::submit(io_op& op) {
   ++submitted_[static_cast<int>(op.code)];
   if (op.code == op_code::cancel) {
     auto it = std::find(pending_.begin(), pending_.end(), op.target);
-    if (it != pending_.end() && cancel_too_late_) {
-      op.result = -EALREADY;
-    } else if (it != pending_.end()) {
-      pending_.erase(it);
+    if (op.target != nullptr && admission_.remove(op.target)) {
+      // Still in a backlog: it never reached the ring, as with io_uring.
       op.target->result = -ECANCELED;
       completed_.push_back(op.target);
       op.result = 0;
+    } else if (it != pending_.end() && cancel_too_late_) {
+      op.result = -EALREADY;
+    } else if (it != pending_.end()) {
+      pending_.erase(it);
+      admission_.left(*op.target);
+      op.target->result = -ECANCELED;
+      completed_.push_back(op.target);
+      op.result = 0;
+      admit_backlog();
     } else {
       op.result = -ENOENT;
     }
     completed_.push_back(&op);
     return;
   }
+  if (!admission_.may_enter(op)) {
+    admission_.defer(op);
+    return;
+  }
+  admission_.entered(op);
   pending_.push_back(&op);
+}
+
+void test_backend::set_capacity(std::size_t ordinary_ops) {
+  assert(admission_.in_flight(op_class::prompt) + admission_.in_flight(op_class::wait) == 0 &&
+         !admission_.backlogged() && "set_capacity with operations outstanding");
+  admission_.set_limits(ordinary_ops);
+}
+
+bool test_backend::backlogged(const io_op& op) const noexcept {
+  bool found = false;
+  admission_.for_each_backlogged([&](const io_op& queued) { found = found || &queued == &op; });
+  return found;
+}
+
+void test_backend::admit_backlog() {
+  while (io_op* op = admission_.next()) {
+    admission_.take(*op);
+    admission_.entered(*op);
+    pending_.push_back(op);
+  }
 }
 
 io_op* test_backend::find(op_code code, int fd) const noexcept {
@@ -48,6 +80,8 @@ void test_backend::take(io_op& op) {
   auto it = std::find(pending_.begin(), pending_.end(), &op);
   assert(it != pending_.end() && "completing an operation that is not pending");
   pending_.erase(it);
+  admission_.left(op);
+  admit_backlog();
 }
 
 void test_backend::complete(io_op& op, std::int32_t result) {
@@ -92,6 +126,9 @@ std::int32_t test_backend::run_syscall(io_op& op, std::uint32_t len) {
     case op_code::cancel: return -EINVAL;
     case op_code::mkdirat: return result(::mkdirat(op.fd, op.path, static_cast<mode_t>(op.mode)));
     case op_code::unlinkat: return result(::unlinkat(op.fd, op.path, static_cast<int>(op.flags)));
+    case op_code::statx:
+      return result(::statx(op.fd, op.path != nullptr ? op.path : "", static_cast<int>(op.flags), op.mode,
+                            static_cast<struct statx*>(op.buf)));
   }
   return -EINVAL;
 }

@@ -4,9 +4,15 @@
 //   enters the kernel, with no inter-processor interrupts), then COOP_TASKRUN, then no flags,
 //   dropping a set whenever the kernel answers EINVAL. EPERM/ENOSYS mean io_uring is disabled:
 //   the error names the cause and the fix.
-// - In flight is capped at the CQ size, so the CQ cannot overflow; further ops wait in a FIFO
-//   backlog. A full SQ is flushed to the kernel and retried; EBUSY/EAGAIN from the kernel mean "reap
-//   first", so the ops stay queued and poll() reaps and retries.
+// - Admission (admission.hpp): ordinary ops are capped below the CQ size, so the CQ cannot
+//   overflow, and waits (recv, accept, connect, timeout) at an eighth less than that, so file I/O,
+//   fsyncs and sends always find room; further ops wait in their class's FIFO backlog. A full SQ is
+//   flushed to the kernel and retried; EBUSY/EAGAIN from the kernel mean "reap first", so the ops
+//   stay queued and poll() reaps and retries.
+// - Timeouts never enter the ring: they wait in a deadline heap (timer_heap.hpp), a blocking poll
+//   waits for completions at most until the earliest deadline (the relative timeout of
+//   io_uring_enter's EXT_ARG), and every poll completes the expired ones with -ETIME. So an
+//   executor's timers cost no CQ entry, however many there are, and never wait for ring room.
 // - poll() enters the kernel once: it submits the prepared SQEs and reaps (waiting for one when
 //   asked). user_data carries the io_op*.
 // - Under ThreadSanitizer, close is close(2), completed at the next poll: TSan tracks descriptors
@@ -14,16 +20,20 @@
 //   number open in its eyes, so the number's next owner (an opendir on another thread) would race
 //   with its previous one.
 
+#include <sluice/runtime/admission.hpp>
 #include <sluice/runtime/io_backend.hpp>
 #include <sluice/runtime/log.hpp>
 
 #include "sanitizers.hpp"
+#include "timer_heap.hpp"
 
 #include <liburing.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -52,6 +62,7 @@ const char* to_string(op_code code) noexcept {
     case op_code::cancel: return "cancel";
     case op_code::mkdirat: return "mkdir";
     case op_code::unlinkat: return "unlink";
+    case op_code::statx: return "stat";
   }
   return "unknown";
 }
@@ -69,39 +80,6 @@ std::string read_sysctl(const char* path) {
   throw std::system_error(err, std::generic_category(),
                           detail::describe_uring_setup_failure(err, read_sysctl("/proc/sys/kernel/io_uring_disabled")));
 }
-
-// An intrusive FIFO of operations (through io_op::next_).
-class op_queue {
- public:
-  bool empty() const noexcept { return head_ == nullptr; }
-  io_op* front() const noexcept { return head_; }
-  void push(io_op& op) noexcept {
-    op.next_ = nullptr;
-    if (tail_) tail_->next_ = &op; else head_ = &op;
-    tail_ = &op;
-  }
-  io_op* pop() noexcept {
-    io_op* op = head_;
-    head_ = op->next_;
-    if (head_ == nullptr) tail_ = nullptr;
-    return op;
-  }
-  // Takes `target` out if it is queued.
-  bool remove(io_op* target) noexcept {
-    io_op* prev = nullptr;
-    for (io_op* op = head_; op != nullptr; prev = op, op = op->next_) {
-      if (op != target) continue;
-      if (prev) prev->next_ = op->next_; else head_ = op->next_;
-      if (tail_ == op) tail_ = prev;
-      return true;
-    }
-    return false;
-  }
-
- private:
-  io_op* head_ = nullptr;
-  io_op* tail_ = nullptr;
-};
 
 class uring_backend final : public io_backend {
  public:
@@ -121,19 +99,25 @@ class uring_backend final : public io_backend {
       if (rc == 0) {
         flags_ = flags;
         cq_entries_ = params.cq_entries;
-        cap_ = cq_entries_ > 2 * internal_reserve ? cq_entries_ - internal_reserve : cq_entries_ / 2;
+        const unsigned cap = cq_entries_ > 2 * internal_reserve ? cq_entries_ - internal_reserve : cq_entries_ / 2;
+        admission_.set_limits(cap, cq_entries_);
         break;
       }
       if (rc != -EINVAL) break;
     }
     if (rc < 0) throw_unavailable(-rc);
-    log::debug("io_uring ready: {} SQ / {} CQ entries, flags {:#x}", options.sq_entries, cq_entries_, flags_);
+    log::debug("io_uring ready: {} SQ / {} CQ entries ({} ordinary ops in flight, {} of them waits), flags {:#x}",
+               options.sq_entries, cq_entries_, admission_.capacity(), admission_.wait_capacity(), flags_);
   }
 
   ~uring_backend() override { io_uring_queue_exit(&ring_); }
 
   void submit(io_op& op) override {
     ++outstanding_;
+    if (op.code == op_code::timeout) {
+      timers_.push(op);
+      return;
+    }
     if (op.code == op_code::cancel && cancel_in_backlog(op)) return;
 #if defined(SLUICE_TSAN_ACTIVE)
     if (op.code == op_code::close) {
@@ -142,17 +126,27 @@ class uring_backend final : public io_backend {
       return;
     }
 #endif
-    // Internal ops use the reserve and their own backlog, drained first: a cancel or the wake-up
-    // read never waits behind ordinary ops.
-    op_queue& backlog = op.internal ? internal_backlog_ : backlog_;
-    if (backlog.empty() && in_flight_ < limit(op) && prepare(op)) return;
-    backlog.push(op);
+    // Each class has its own backlog: a cancel or the wake-up read never waits behind ordinary ops,
+    // a write never behind recvs.
+    if (admission_.may_enter(op) && prepare(op)) return;
+    admission_.defer(op);
   }
 
   unsigned poll(bool wait) override {
     if (!local_.empty()) wait = false;
+    __kernel_timespec until_timer{};
+    if (wait && !timers_.empty()) {
+      const auto left = timers_.earliest().deadline - std::chrono::steady_clock::now();
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count() + 1;  // not early
+      if (ns <= 1) wait = false;  // one is due already
+      until_timer.tv_sec = ns / 1'000'000'000;
+      until_timer.tv_nsec = ns % 1'000'000'000;
+    }
     int rc;
-    if (wait) {
+    if (wait && !timers_.empty()) {
+      io_uring_cqe* cqe = nullptr;
+      rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &until_timer, nullptr);
+    } else if (wait) {
       rc = io_uring_submit_and_wait(&ring_, 1);
     } else {
       // Always enter the kernel with GETEVENTS: under DEFER_TASKRUN, and under COOP_TASKRUN without
@@ -164,16 +158,18 @@ class uring_backend final : public io_backend {
     }
     unsigned n = reap();
     n += dispatch_local();
+    n += expire_timers();
     drain_backlog();
     return n;
   }
 
   std::size_t outstanding() const noexcept override { return outstanding_; }
   bool has_pending_work() const noexcept override {
-    return io_uring_sq_ready(&ring_) > 0 || !internal_backlog_.empty() || !backlog_.empty() || !local_.empty() ||
-           io_uring_cq_ready(&ring_) > 0;
+    // An expired timer is not counted here (that needs the clock): it is outstanding, so the
+    // executor polls, and a blocking poll does not wait past its deadline.
+    return io_uring_sq_ready(&ring_) > 0 || admission_.backlogged() || !local_.empty() || io_uring_cq_ready(&ring_) > 0;
   }
-  std::size_t capacity() const noexcept override { return cap_; }
+  std::size_t capacity() const noexcept override { return admission_.capacity(); }
   const char* name() const noexcept override { return "io_uring"; }
 
  private:
@@ -205,36 +201,34 @@ class uring_backend final : public io_backend {
       case op_code::send: io_uring_prep_send(sqe, op.fd, op.buf, op.len, static_cast<int>(op.flags)); break;
       case op_code::recv: io_uring_prep_recv(sqe, op.fd, op.buf, op.len, static_cast<int>(op.flags)); break;
       case op_code::shutdown: io_uring_prep_shutdown(sqe, op.fd, static_cast<int>(op.flags)); break;
-      case op_code::timeout: {
-        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(op.deadline.time_since_epoch()).count();
-        if (ns < 0) ns = 0;
-        auto* ts = reinterpret_cast<__kernel_timespec*>(op.timespec_);
-        ts->tv_sec = ns / 1'000'000'000;
-        ts->tv_nsec = ns % 1'000'000'000;
-        io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
-        break;
-      }
+      case op_code::timeout: io_uring_prep_nop(sqe); break;  // never here: timers wait in timers_
       case op_code::cancel: io_uring_prep_cancel(sqe, op.target, 0); break;
       case op_code::mkdirat: io_uring_prep_mkdirat(sqe, op.fd, op.path, op.mode); break;
       case op_code::unlinkat: io_uring_prep_unlinkat(sqe, op.fd, op.path, static_cast<int>(op.flags)); break;
+      case op_code::statx:
+        io_uring_prep_statx(sqe, op.fd, op.path, static_cast<int>(op.flags), op.mode, static_cast<struct statx*>(op.buf));
+        break;
     }
     io_uring_sqe_set_data(sqe, &op);
-    ++in_flight_;
+    admission_.entered(op);
     return true;
   }
 
-  unsigned limit(const io_op& op) const noexcept { return op.internal ? cq_entries_ : cap_; }
-
   void drain_backlog() {
-    for (op_queue* backlog : {&internal_backlog_, &backlog_}) {
-      while (!backlog->empty() && in_flight_ < limit(*backlog->front()) && prepare(*backlog->front())) backlog->pop();
+    while (io_op* op = admission_.next()) {
+      if (!prepare(*op)) return;  // no SQE even after a flush: the next poll retries
+      admission_.take(*op);
     }
   }
 
-  // A cancel whose target still waits in the backlog never reaches the kernel: the target is taken
-  // out and both complete at the next poll (the target with -ECANCELED).
+  // A cancel whose target still waits in a backlog or in the timer heap never reaches the kernel:
+  // the target is taken out and both complete at the next poll (the target with -ECANCELED).
   bool cancel_in_backlog(io_op& cancel) {
-    if (!backlog_.remove(cancel.target) && !internal_backlog_.remove(cancel.target)) return false;
+    if (timers_.contains(cancel.target)) {
+      timers_.remove(*cancel.target);
+    } else if (!admission_.remove(cancel.target)) {
+      return false;
+    }
     cancel.target->result = -ECANCELED;
     cancel.result = 0;
     local_.push(*cancel.target);
@@ -253,33 +247,51 @@ class uring_backend final : public io_backend {
     return n;
   }
 
+  // Completes every timer whose deadline has passed (-ETIME), earliest first.
+  unsigned expire_timers() {
+    if (timers_.empty()) return 0;
+    const auto now = std::chrono::steady_clock::now();
+    unsigned n = 0;
+    // Bounded by the timers pending now: a completion only schedules its waiter (no new timer).
+    for (std::size_t left = timers_.size(); left > 0 && timers_.earliest().deadline <= now; --left) {
+      io_op& op = timers_.pop();
+      op.result = -ETIME;
+      --outstanding_;
+      ++n;
+      op.complete(op);
+    }
+    return n;
+  }
+
   unsigned reap() {
     unsigned head;
+    unsigned seen = 0;
     unsigned n = 0;
     io_uring_cqe* cqe;
     io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      // A kernel without EXT_ARG: liburing's own timeout for a timed wait.
+      if (cqe->user_data == LIBURING_UDATA_TIMEOUT) continue;
       auto* op = static_cast<io_op*>(io_uring_cqe_get_data(cqe));
       op->result = cqe->res;
-      --in_flight_;
+      admission_.left(*op);  // before complete(): it may reuse the op
       --outstanding_;
       ++n;
       op->complete(*op);
     }
-    io_uring_cq_advance(&ring_, n);
+    io_uring_cq_advance(&ring_, seen);
     return n;
   }
 
   io_uring ring_{};
   unsigned flags_ = 0;
-  // CQ entries kept for internal ops: ordinary ops stop at cap_, internal ones at the CQ size.
+  // CQ entries kept for internal ops: ordinary ops stop at the cap, internal ones at the CQ size.
   static constexpr unsigned internal_reserve = 8;
   unsigned cq_entries_ = 0;
-  unsigned cap_ = 0;
-  std::size_t in_flight_ = 0;
+  ring_admission admission_{1, 1};
   std::size_t outstanding_ = 0;
-  op_queue internal_backlog_;
-  op_queue backlog_;
-  op_queue local_;  // completed without the kernel (cancelled while still in a backlog; TSan's close)
+  detail::timer_heap timers_;
+  detail::op_queue local_;  // completed without the kernel (cancelled while still in a backlog; TSan's close)
 };
 
 }  // namespace

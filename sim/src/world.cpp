@@ -38,7 +38,7 @@ world::world(world_options options, const disk_image& image)
 world::~world() = default;
 
 std::unique_ptr<runtime::io_backend> world::make_backend(int index) {
-  auto b = std::make_unique<backend>(*this, index);
+  auto b = std::make_unique<backend>(*this, index, options_.ring_entries);
   backends_.push_back(b.get());
   return b;
 }
@@ -149,10 +149,12 @@ std::string world::describe_waits(std::span<runtime::executor* const> executors)
                        std::chrono::duration<double, std::milli>(now_ - p.ready_at).count());
   }
   for (const backend* b : backends_) {
-    for (const io_op* op : b->backlog_) {
-      out += fmt::format("  executor {} has {} on fd {} in its backlog (the ring holds {} in flight)\n", b->index(),
-                         runtime::to_string(op->code), op->fd, b->in_ring_);
-    }
+    b->admission_.for_each_backlogged([&](const io_op& op) {
+      out += fmt::format("  executor {} has {} on fd {} in its {} backlog (the ring holds {} in flight, {} of them waits)\n",
+                         b->index(), runtime::to_string(op.code), op.fd, runtime::to_string(runtime::class_of(op)),
+                         b->admission_.in_flight(runtime::op_class::prompt) + b->admission_.in_flight(runtime::op_class::wait),
+                         b->admission_.in_flight(runtime::op_class::wait));
+    });
   }
   // What the program's own parts say they wait for (a job's tasks: wait_report.hpp).
   out += runtime::describe_waits();

@@ -1,6 +1,7 @@
 #pragma once
 // Private to the world: an executor's simulated backend.
 
+#include <sluice/runtime/admission.hpp>
 #include <sluice/sim/world.hpp>
 
 #include <algorithm>
@@ -12,7 +13,9 @@ namespace sluice::sim {
 // the executor's next turn dispatches them.
 class world::backend final : public runtime::io_backend {
  public:
-  backend(world& w, int index) : world_(w), index_(index) {}
+  // `ring_entries` ordinary operations in flight at most (0: no limit), admitted as io_uring's are.
+  backend(world& w, int index, std::size_t ring_entries)
+      : admission_(ring_entries == 0 ? runtime::ring_admission::unlimited : ring_entries), world_(w), index_(index) {}
   ~backend() override { std::erase(world_.backends_, this); }
 
   void submit(runtime::io_op& op) override { world_.submit(*this, op); }
@@ -29,7 +32,7 @@ class world::backend final : public runtime::io_backend {
   }
   std::size_t outstanding() const noexcept override { return in_world_ + done_.size(); }
   bool has_pending_work() const noexcept override { return !done_.empty(); }
-  std::size_t capacity() const noexcept override { return 1u << 16; }
+  std::size_t capacity() const noexcept override { return admission_.capacity(); }
   clock::time_point now() const noexcept override { return world_.now_; }
   const char* name() const noexcept override { return "sim"; }
 
@@ -40,8 +43,8 @@ class world::backend final : public runtime::io_backend {
   }
 
   std::size_t in_world_ = 0;
-  std::size_t in_ring_ = 0;                 // non-internal operations in flight (ring_entries)
-  std::deque<runtime::io_op*> backlog_;    // submitted, waiting for room in the ring
+  // What is in the ring (pending in the world) and what waits in its backlogs for room.
+  runtime::ring_admission admission_;
 
  private:
   world& world_;

@@ -5,6 +5,7 @@
 #include "world_backend.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -27,7 +28,8 @@ world::clock::duration world::latency(const io_op& op) {
     case op_code::close:
     case op_code::renameat:
     case op_code::mkdirat:
-    case op_code::unlinkat: base = std::chrono::nanoseconds(random_.between(2'000, 100'000)); break;
+    case op_code::unlinkat:
+    case op_code::statx: base = std::chrono::nanoseconds(random_.between(2'000, 100'000)); break;
     case op_code::timeout: return op.deadline > now_ ? op.deadline - now_ : 0ns;
     default: base = std::chrono::nanoseconds(random_.between(1'000, 40'000)); break;
   }
@@ -45,43 +47,48 @@ void world::submit(backend& b, io_op& op) {
     return;
   }
   if (!op.internal) {
-    // A full ring, or one the kernel reports busy: the operation waits in the FIFO backlog, behind
-    // any already there, and enters the ring at a later step (drain_backlogs).
-    const bool full = options_.ring_entries != 0 && b.in_ring_ >= options_.ring_entries;
-    if (full || !b.backlog_.empty() || fault(options_.faults.ring_busy)) {
-      note(full ? "sq-full" : "sq-busy", static_cast<int>(op.code), op.fd);
-      b.backlog_.push_back(&op);
+    // No room for its class, others of its class queued before it, or a ring the kernel reports
+    // busy: the operation waits at the back of its class's FIFO backlog and enters the ring at a
+    // later step (drain_backlogs), as with io_uring (runtime/admission.hpp).
+    const bool room = b.admission_.has_room(op);
+    if (!b.admission_.may_enter(op) || fault(options_.faults.ring_busy)) {
+      note(room ? "sq-busy" : "sq-full", static_cast<int>(op.code), op.fd);
+      b.admission_.defer(op);
       return;
     }
-    ++b.in_ring_;
   }
+  b.admission_.entered(op);
   pending_.push_back({&op, &b, now_ + latency(op), seq_++});
 }
 
 void world::drain_backlogs() {
   for (backend* b : backends_) {
-    while (!b->backlog_.empty() && (options_.ring_entries == 0 || b->in_ring_ < options_.ring_entries)) {
-      io_op& op = *b->backlog_.front();
-      b->backlog_.pop_front();
-      ++b->in_ring_;
-      pending_.push_back({&op, b, now_ + latency(op), seq_++});
+    while (io_op* op = b->admission_.next()) {
+      b->admission_.take(*op);
+      b->admission_.entered(*op);
+      pending_.push_back({op, b, now_ + latency(*op), seq_++});
     }
   }
 }
 
+std::size_t world::backlogged_operations() const noexcept {
+  std::size_t n = 0;
+  for (const backend* b : backends_) n += b->admission_.backlog_size();
+  return n;
+}
+
 std::size_t world::pending_operations() const noexcept {
   std::size_t n = pending_.size();
-  for (const backend* b : backends_) n += b->backlog_.size();
+  for (const backend* b : backends_) n += b->admission_.backlog_size();
   return n;
 }
 
 // A cancel whose target still waits in a backlog: it never reaches the ring, and both complete
 // (the target with -ECANCELED), as the io_uring backend does.
 bool world::cancel_in_backlog(backend& b, io_op& cancel_op) {
+  if (cancel_op.target == nullptr) return false;
   for (backend* owner : backends_) {
-    auto it = std::find(owner->backlog_.begin(), owner->backlog_.end(), cancel_op.target);
-    if (it == owner->backlog_.end()) continue;
-    owner->backlog_.erase(it);
+    if (!owner->admission_.remove(cancel_op.target)) continue;
     --owner->in_world_;
     note("cancel-backlogged", static_cast<int>(cancel_op.target->code), cancel_op.target->fd);
     owner->finish(*cancel_op.target, -ECANCELED);
@@ -113,7 +120,7 @@ void world::cancel(backend& b, io_op& cancel_op) {
   backend& owner = *it->owner;
   pending_.erase(it);
   --owner.in_world_;
-  if (!target.internal) --owner.in_ring_;
+  owner.admission_.left(target);
   note("cancel", static_cast<int>(target.code), target.fd);
   // Either completion may come first.
   if (random_.coin()) {
@@ -168,7 +175,7 @@ void world::complete(std::size_t index) {
   pending_op p = pending_[index];
   pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(index));
   --p.owner->in_world_;
-  if (!p.op->internal) --p.owner->in_ring_;
+  p.owner->admission_.left(*p.op);
   std::string detail;
   if (options_.trace != nullptr) {
     if (const descriptor* d = find(p.op->fd)) detail = d->path;
@@ -203,6 +210,7 @@ std::int32_t world::perform(io_op& op) {
       if (!absolute(op.fd, op.path, from) || !absolute(op.fd2, op.path2, to)) return -EBADF;
       return disk_.rename(from, to);
     }
+    case op_code::statx: return perform_statx(op);
     case op_code::connect: {
       descriptor* d = find(op.fd);
       if (d == nullptr) return -EBADF;
@@ -223,6 +231,31 @@ std::int32_t world::perform(io_op& op) {
   }
   if (d->what == descriptor::kind::socket) return perform_socket(op, *d);
   return perform_file(op, *d);
+}
+
+// statx(2) as the kernel answers it, from what stat/fstat say about the simulated disk.
+std::int32_t world::perform_statx(io_op& op) {
+  struct stat st {};
+  int rc = 0;
+  if ((op.flags & AT_EMPTY_PATH) != 0 && (op.path == nullptr || op.path[0] == '\0')) {
+    rc = fstat(op.fd, &st);
+  } else {
+    std::string path;
+    if (!absolute(op.fd, op.path, path)) return -EBADF;
+    rc = stat(path.c_str(), &st);
+  }
+  if (rc < 0) return rc;
+  if (op.buf == nullptr) return -EFAULT;
+  struct statx out {};
+  out.stx_mask = STATX_BASIC_STATS;
+  out.stx_mode = static_cast<std::uint16_t>(st.st_mode);
+  out.stx_nlink = static_cast<std::uint32_t>(st.st_nlink);
+  out.stx_ino = st.st_ino;
+  out.stx_size = static_cast<std::uint64_t>(st.st_size);
+  out.stx_blksize = static_cast<std::uint32_t>(st.st_blksize);
+  out.stx_blocks = static_cast<std::uint64_t>(st.st_blocks);
+  std::memcpy(op.buf, &out, sizeof out);
+  return 0;
 }
 
 std::int32_t world::perform_file(io_op& op, descriptor& d) {

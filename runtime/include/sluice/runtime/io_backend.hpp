@@ -11,11 +11,16 @@
 // - A cancel op (`op_code::cancel`, `target` set) asks the backend to cancel `target`. The target
 //   still completes on its own (with -ECANCELED, or its real result if it won the race); the cancel
 //   op completes separately. A cancel completion is never the target's completion.
-// - At most `capacity()` operations are in flight; more wait in a FIFO backlog (never dropped), so
-//   the completion queue cannot overflow. Internal ops (see io_op::internal) use a reserve of CQ
-//   entries above that cap.
+// - Admission (admission.hpp): at most `capacity()` ordinary operations are in flight, so the
+//   completion queue cannot overflow, and of those at most wait_capacity_for(capacity()) *waits*
+//   (recv, accept, connect, io_op::waits: a peer decides when they end), so an executor always has
+//   room for the operations that end by themselves (file I/O, fsync, send, close, ...), however
+//   many idle connections it holds. Timeouts take no place: the backend keeps them itself. More
+//   wait in one FIFO backlog per class (never dropped): a prompt operation never queues behind a
+//   wait. Internal ops (see io_op::internal) use a reserve of CQ entries above the cap.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,8 +45,10 @@ enum class op_code : std::uint8_t {
   cancel,     // target
   mkdirat,    // fd (dir), path, mode
   unlinkat,   // fd (dir), path, flags (AT_REMOVEDIR for a directory)
+  statx,      // fd (dir, or the file itself with path "" and AT_EMPTY_PATH), path, flags (AT_*),
+              // mode (the STATX_* mask), buf (struct statx*)
 };
-inline constexpr int op_code_count = static_cast<int>(op_code::unlinkat) + 1;
+inline constexpr int op_code_count = static_cast<int>(op_code::statx) + 1;
 
 const char* to_string(op_code code) noexcept;
 
@@ -54,7 +61,7 @@ struct io_op {
   std::uint32_t mode = 0;
   std::uint64_t offset = 0;
   void* buf = nullptr;                 // data buffer, or sockaddr for accept/connect
-  const char* path = nullptr;          // openat/renameat/mkdirat/unlinkat
+  const char* path = nullptr;          // openat/renameat/mkdirat/unlinkat/statx
   const char* path2 = nullptr;         // renameat
   unsigned* addr_len = nullptr;        // accept (socklen_t*)
   io_op* target = nullptr;             // cancel
@@ -69,10 +76,13 @@ struct io_op {
   // cap into a small reserve, so a ring full of long-lived operations can still be woken and can
   // still cancel; test fault rules never see them.
   bool internal = false;
+  // A wait whatever its code says (a read of a signalfd or a pipe: its writer decides when it
+  // ends). recv, accept and connect are waits anyway (admission.hpp).
+  bool waits = false;
 
-  // Backend bookkeeping.
+  // Backend bookkeeping: a backlog's link, the io_uring backend's timer-heap position.
   io_op* next_ = nullptr;
-  std::uint64_t timespec_[2] = {0, 0};
+  std::size_t heap_index_ = 0;
 };
 
 class io_backend {

@@ -16,7 +16,13 @@
 //   runnable operation.
 // - A cancel removes a still-pending target (-ECANCELED) and completes with 0, or with -ENOENT if
 //   the target already completed: the cancel's completion is never the target's.
+// - Admission is io_uring's (admission.hpp): with set_capacity(n), at most n ordinary operations
+//   are pending, of which at most wait_capacity_for(n) waits; the others wait in their class's
+//   backlog, where nothing performs or completes them, and enter `pending()` in FIFO order as
+//   places free up. A cancel of a backlogged op takes it out (-ECANCELED). The default capacity is
+//   large enough never to matter.
 
+#include <sluice/runtime/admission.hpp>
 #include <sluice/runtime/io_backend.hpp>
 
 #include <chrono>
@@ -38,14 +44,22 @@ class test_backend final : public io_backend {
 
   void submit(io_op& op) override;
   unsigned poll(bool wait) override;
-  std::size_t outstanding() const noexcept override { return pending_.size() + completed_.size(); }
+  std::size_t outstanding() const noexcept override {
+    return pending_.size() + completed_.size() + admission_.backlog_size();
+  }
   bool has_pending_work() const noexcept override { return !completed_.empty() || (auto_ && !pending_.empty()); }
-  std::size_t capacity() const noexcept override { return 1u << 20; }
+  std::size_t capacity() const noexcept override { return admission_.capacity(); }
   std::chrono::steady_clock::time_point now() const noexcept override { return now_; }
   const char* name() const noexcept override { return "test"; }
 
   // --- what a test uses -------------------------------------------------------------------------
   const std::deque<io_op*>& pending() const noexcept { return pending_; }
+  // Caps the ring at `ordinary_ops` in flight (admission.hpp). Only while nothing is outstanding
+  // but the executor's wake-up read.
+  void set_capacity(std::size_t ordinary_ops);
+  const ring_admission& admission() const noexcept { return admission_; }
+  // Whether `op` waits in a backlog (submitted, not admitted yet).
+  bool backlogged(const io_op& op) const noexcept;
   // The oldest pending op with this code (and fd, if given), or null.
   io_op* find(op_code code, int fd = -1) const noexcept;
   void complete(io_op& op, std::int32_t result);
@@ -66,10 +80,12 @@ class test_backend final : public io_backend {
 
  private:
   void take(io_op& op);
+  void admit_backlog();
   bool auto_step(bool may_block);
   bool is_ready(const io_op& op) const;
   std::int32_t run_syscall(io_op& op, std::uint32_t len);
 
+  ring_admission admission_{1u << 20};
   std::deque<io_op*> pending_;
   std::deque<io_op*> completed_;
   std::vector<fault_rule> faults_;

@@ -65,9 +65,10 @@ struct world_options {
   std::function<void(class world&, const std::string& why)> on_hang;
   // How many ready coroutines an executor resumes per turn, at most (the engine's batch limit).
   unsigned batch_limit = 4;
-  // Operations an executor's ring holds in flight (its SQ/CQ cap); more wait in its FIFO backlog
-  // until one completes, as with io_uring. Internal ones (wake-up reads, cancels) use a reserve.
-  // 0: no limit.
+  // Operations an executor's ring holds in flight (its SQ/CQ cap), admitted as io_uring's are
+  // (runtime/admission.hpp: waits take at most wait_capacity_for(ring_entries) of them); more wait
+  // in their class's FIFO backlog until one completes. Internal ones (wake-up reads, cancels) use a
+  // reserve. 0: no limit.
   std::size_t ring_entries = 0;
   std::string working_directory = "/sim";
   std::FILE* trace = nullptr;
@@ -103,7 +104,8 @@ class world final : public runtime::simulation, public runtime::system {
   std::uint64_t faults_injected() const noexcept { return faults_injected_; }
   bool faults_active() const noexcept { return now_ - start_ < options_.faults_for; }
   std::size_t open_descriptors() const noexcept { return fds_.size(); }
-  std::size_t pending_operations() const noexcept;
+  std::size_t pending_operations() const noexcept;  // in the rings and their backlogs
+  std::size_t backlogged_operations() const noexcept;  // in the backlogs only
   // One line per operation still waiting, and per executor that could run.
   std::string describe_waits(std::span<runtime::executor* const> executors) const;
   const world_options& options() const noexcept { return options_; }
@@ -169,6 +171,7 @@ class world final : public runtime::simulation, public runtime::system {
   bool can_complete(const pending_op& p) const;
   std::int32_t perform(runtime::io_op& op);
   std::int32_t perform_file(runtime::io_op& op, descriptor& d);
+  std::int32_t perform_statx(runtime::io_op& op);
   std::int32_t perform_socket(runtime::io_op& op, descriptor& d);
   clock::duration latency(const runtime::io_op& op);
   clock::time_point wake_time(const pending_op& p) const;
