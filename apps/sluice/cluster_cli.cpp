@@ -1,6 +1,7 @@
 // See cluster_cli.hpp.
 
 #include "cluster_cli.hpp"
+#include "cli_options.hpp"
 
 #include <sluice/buffers/secret_file.hpp>
 #include <sluice/io/address.hpp>
@@ -15,8 +16,8 @@ void add_cluster_options(CLI::App& command, cluster_cli& o) {
                      "Run as one worker of a job across processes, coordinated through this etcd: http://HOST:PORT or "
                      "unix:///PATH");
   command.add_option("--job-name", o.job_name, "With --cluster: the job's name in etcd (the same for every worker)");
-  command.add_option("--workers", o.workers, "With --cluster: how many workers run the job")->check(CLI::Range(1u, 256u));
-  command.add_option("--worker-index", o.index, "With --cluster: this worker's index, 0 to workers-1");
+  add_number_option(command, "--workers", o.workers, "With --cluster: how many workers run the job", 1, 256);
+  add_number_option(command, "--worker-index", o.index, "With --cluster: this worker's index, below --workers", 0, 255);
   command.add_option("--listen", o.listen, "With --cluster: this worker's data port, HOST:PORT (bound to that address only)");
   command.add_option("--advertise", o.advertise, "With --cluster: how the other workers reach the data port (default: --listen)");
   command.add_option("--secret-file", o.secret_file,
@@ -28,7 +29,6 @@ std::variant<cluster::worker_options, std::string> worker_options_of(const clust
   cluster::worker_options w;
   if (o.job_name.empty()) return std::string("--cluster needs --job-name");
   if (o.job_name.find_first_of("/ \t\n") != std::string::npos) return std::string("--job-name must not hold '/' or spaces");
-  if (o.workers == 0) return std::string("--cluster needs --workers");
   if (o.index >= o.workers) return fmt::format("--worker-index {} must be below --workers {}", o.index, o.workers);
   if (o.listen.empty()) return std::string("--cluster needs --listen HOST:PORT");
   io::result<io::address> listen = io::address::parse(o.listen);

@@ -15,7 +15,7 @@ namespace sluice::apps {
 struct cluster_cli {
   std::string endpoint;
   std::string job_name;
-  unsigned workers = 0;
+  unsigned workers = 1;
   unsigned index = 0;
   std::string listen;
   std::string advertise;
