@@ -85,6 +85,21 @@ sluice_deps() {
   sluice_deps_kernel
 }
 
+# sluice_demo_tool <repo>: what the demo scripts share: the packages, then a Release build of the
+# sluice tool in ${SLUICE_BUILD_DIR:-<repo>/build}/release (-j${SLUICE_JOBS:-nproc}); sets $sluice.
+sluice_demo_tool() {
+  local repo=$1
+  local release="${SLUICE_BUILD_DIR:-$repo/build}/release"
+  local jobs=${SLUICE_JOBS:-$(nproc)}
+  echo "==> checking dependencies"
+  sluice_deps
+  echo "==> configuring Release build in $release"
+  cmake -S "$repo" -B "$release" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  echo "==> building the sluice tool (-j$jobs)"
+  cmake --build "$release" --target sluice -j "$jobs"
+  sluice="$release/apps/sluice/sluice"
+}
+
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   sluice_deps
 fi

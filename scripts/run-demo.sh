@@ -25,19 +25,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-build_base=${SLUICE_BUILD_DIR:-$repo/build}
-release="$build_base/release"
-jobs=${SLUICE_JOBS:-$(nproc)}
-
-echo "==> checking dependencies"
-sluice_deps
-
-echo "==> configuring Release build in $release"
-cmake -S "$repo" -B "$release" -G Ninja -DCMAKE_BUILD_TYPE=Release
-
-echo "==> building the sluice tool (-j$jobs)"
-cmake --build "$release" --target sluice -j "$jobs"
-sluice="$release/apps/sluice/sluice"
+sluice_demo_tool "$repo"
 
 work=${SLUICE_DEMO_DIR:-$(mktemp -d /tmp/sluice-demo-XXXXXX)}
 mkdir -p "$work"
