@@ -231,8 +231,10 @@ rt::task<std::optional<attempt_record>> worker_loop::start_attempt() {
         }
         if (r) co_return std::nullopt;  // fenced: campaign again
       } else if (!logged) {
-        rt::log::info("cluster: waiting for workers {} to join and {} to leave attempt {}",
-                      fmt::join(missing, ", "), fmt::join(busy, ", "), last ? last->number : 0);
+        if (!missing.empty()) rt::log::info("cluster: waiting for worker(s) {} to join", fmt::join(missing, ", "));
+        if (!busy.empty()) {
+          rt::log::info("cluster: waiting for worker(s) {} to leave attempt {}", fmt::join(busy, ", "), last->number);
+        }
       }
     }
     const bool slept = co_await pause(poll_interval);
