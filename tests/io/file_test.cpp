@@ -379,7 +379,8 @@ task<void> stop_then_close(std::string path, bool* closed_ok) {
 TEST_CASE("a file's size and type come from one statx through the ring", "[file]") {
   temp_dir dir;
   test_backend* backend = nullptr;
-  const auto st = sync_wait(status_of(dir.file("data"), true), sluice::test::test_backend_options(backend));
+  sluice::runtime::executor ex(sluice::test::test_backend_options(backend));  // outlives the checks
+  const auto st = ex.block_on(status_of(dir.file("data"), true));
   REQUIRE(st);
   CHECK(st->size_bytes == 100);
   CHECK(S_ISREG(st->mode));
@@ -393,9 +394,10 @@ TEST_CASE("a file's size and type come from one statx through the ring", "[file]
 TEST_CASE("a task that is stopping still closes its file through the ring", "[file]") {
   temp_dir dir;
   test_backend* backend = nullptr;
-  const int base = sluice::test::open_fd_count();
   bool closed_ok = false;
-  sync_wait(stop_then_close(dir.file("a"), &closed_ok), sluice::test::test_backend_options(backend));
+  sluice::runtime::executor ex(sluice::test::test_backend_options(backend));  // outlives the checks
+  const int base = sluice::test::open_fd_count();
+  ex.block_on(stop_then_close(dir.file("a"), &closed_ok));
   CHECK(closed_ok);
   CHECK(backend->performed(op_code::close) == 1);  // not a synchronous close on the executor
   CHECK(sluice::test::open_fd_count() == base);

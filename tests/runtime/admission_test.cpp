@@ -244,7 +244,8 @@ TEST_CASE("on the test backend, a ring full of recvs on silent sockets still wri
   test_backend* backend = owned.get();
   backend->set_capacity(8);
   o.backend = std::move(owned);
-  const ring_report r = sync_wait(write_behind_idle_recvs(12, &pairs, fd), std::move(o));
+  executor ex(std::move(o));  // outlives the checks on its backend
+  const ring_report r = ex.block_on(write_behind_idle_recvs(12, &pairs, fd));
   ::close(fd);
   CHECK_FALSE(r.timed_out);
   CHECK(r.outstanding_while_waiting == 13);  // 12 recvs (7 in the ring, 5 queued) + the wake-up read

@@ -1,6 +1,7 @@
 // The world: executors of an engine on one thread, virtual time, files, and reproducibility.
 
 #include <sluice/io/file.hpp>
+#include <sluice/io/fs.hpp>
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/scope.hpp>
 #include <sluice/runtime/timer.hpp>
@@ -111,6 +112,11 @@ runtime::task<test::idle_connections_report> idle_then_write(runtime::executor* 
   co_return co_await test::idle_connections_then_write(connections, "/sim/state");
 }
 
+runtime::task<io::result<std::vector<std::string>>> list_on(runtime::executor* ex, std::string dir) {
+  co_await runtime::switch_to(*ex);
+  co_return co_await io::list_directory(std::move(dir));
+}
+
 class waits_for_godot final : public runtime::wait_reporter {
  public:
   void report_waits(std::string& out) const override { out += "  task 7 (estragon) waits for Godot\n"; }
@@ -205,4 +211,32 @@ TEST_CASE("world: two executors on one thread write files through io::file, time
   CHECK(w.open_descriptors() == 0);
   CHECK(w.pending_operations() == 0);
   CHECK(w.elapsed() >= 5s);
+}
+
+TEST_CASE("world: io::list_directory runs inline on the simulated disk, and the file's size is a statx of it") {
+  sim::disk_image image;
+  image.add_directory("/sim/data");
+  image.add_file("/sim/data/b", "bee");
+  image.add_file("/sim/data/a", std::string(5000, 'a'));
+  sim::world w({.seed = 11}, image);
+  runtime::system_scope scope(w.kernel());
+  {
+    runtime::engine eng({.executors = 1, .handle_signals = false, .simulation = &w});
+    auto names = eng.block_on(list_on(&eng.at(0), "/sim/data"));
+    REQUIRE(names);
+    std::sort(names->begin(), names->end());
+    CHECK(*names == std::vector<std::string>{"a", "b"});
+    struct size_of {
+      static runtime::task<std::uint64_t> run(runtime::executor* ex) {
+        co_await runtime::switch_to(*ex);
+        auto f = (co_await io::file::open("/sim/data/a")).value();
+        const auto size = (co_await f.size()).value();
+        (co_await f.close()).value();
+        co_return size;
+      }
+    };
+    CHECK(eng.block_on(size_of::run(&eng.at(0))) == 5000);
+  }
+  CHECK(w.open_descriptors() == 0);
+  CHECK(w.pending_operations() == 0);
 }
