@@ -64,14 +64,12 @@ runtime::task<io::result<line_file_reader>> line_file_reader::open(std::string p
   auto opened = co_await io::file::open(path, io::open_options::read_only());
   if (!opened) co_return std::move(opened).error();
   io::file f = std::move(opened).value();
-  struct ::stat st {};
-  if (runtime::sys().fstat(f.fd(), &st) == 0) {
-    if (std::optional<std::string> why = not_replayable(path, st.st_mode)) {
-      co_return io::error(std::make_error_code(std::errc::invalid_argument), "open line file: " + *why);
-    }
+  auto status = co_await f.status();  // statx through the ring
+  if (!status) co_return status.error();
+  if (std::optional<std::string> why = not_replayable(path, status->mode)) {
+    co_return io::error(std::make_error_code(std::errc::invalid_argument), "open line file: " + *why);
   }
-  const auto size = f.size();
-  if (!size) co_return size.error();
+  const std::optional<std::uint64_t> size = status->size_bytes;
   if (*size < start_offset_bytes) {
     co_return io::error(std::make_error_code(std::errc::invalid_argument),
                         "open line file " + quoted(path) + ": start offset " + std::to_string(start_offset_bytes) +

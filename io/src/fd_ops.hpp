@@ -36,12 +36,21 @@ inline runtime::io_op data_op(runtime::op_code code, int fd, const void* buf, st
   return op;
 }
 
-// A synchronous close, through the thread's system: never blocks for sockets and plain files.
+// A synchronous close, through the thread's system, on the calling thread: only for an object
+// destroyed while open (its destructor cannot await), never on the normal path. It does not wait
+// for I/O on a local disk, but close(2) of a file written on NFS flushes it to the server.
 // (EINTR still closed the descriptor on Linux, so the host counts it as success.)
 inline std::int32_t close_now(int fd) noexcept { return runtime::sys().close(fd); }
 
-// After a close op completed with `rc`: a close that never ran (stopped before submission, or
-// cancelled before it started) left the descriptor open, so close it now. Returns the final result.
+// The close op of the normal path: through the ring, and not cancelled by a stopping task (a
+// close that never ran would leave the descriptor to close_now on the executor).
+inline runtime::unstoppable_io_awaitable close_op(int fd) noexcept {
+  return runtime::submit_unstoppable(make_op(runtime::op_code::close, fd));
+}
+
+// After a close op completed with `rc`: a close that never ran (cancelled before it started: only a
+// cancel of the op itself, which nothing sends) left the descriptor open, so close it now. Returns
+// the final result.
 inline std::int32_t finish_close(int fd, std::int32_t rc) noexcept { return rc == -ECANCELED ? close_now(fd) : rc; }
 
 // Owns a descriptor inside a coroutine until it is handed over; closes it synchronously otherwise.

@@ -147,17 +147,29 @@ runtime::task<result<void>> file::close() {
   if (fd_ < 0) co_return success();
   // Released first: whatever happens below, this object no longer owns the descriptor.
   const int fd = std::exchange(fd_, -1);
-  std::int32_t rc = co_await submit_op(detail::make_op(op_code::close, fd));
+  std::int32_t rc = co_await detail::close_op(fd);
   rc = detail::finish_close(fd, rc);
   if (rc < 0) co_return error::from_errno(-rc, quoted("close", path_));
   co_return success();
 }
 
-result<std::uint64_t> file::size() const {
-  if (fd_ < 0) return detail::closed_error(quoted("stat", path_));
-  struct stat st {};
-  if (const int rc = runtime::sys().fstat(fd_, &st); rc < 0) return error::from_errno(-rc, quoted("stat", path_));
-  return static_cast<std::uint64_t>(st.st_size);
+runtime::task<result<file_status>> file::status() const {
+  if (fd_ < 0) co_return detail::closed_error(quoted("stat", path_));
+  struct statx st {};
+  io_op op = detail::make_op(op_code::statx, fd_);
+  op.path = "";  // with AT_EMPTY_PATH: the descriptor itself
+  op.flags = AT_EMPTY_PATH;
+  op.mode = STATX_TYPE | STATX_MODE | STATX_SIZE;
+  op.buf = &st;
+  const std::int32_t rc = co_await submit_op(op);
+  if (rc < 0) co_return error::from_errno(-rc, quoted("stat", path_));
+  co_return file_status{static_cast<std::uint64_t>(st.stx_size), static_cast<unsigned>(st.stx_mode)};
+}
+
+runtime::task<result<std::uint64_t>> file::size() const {
+  auto st = co_await status();
+  if (!st) co_return std::move(st).error();
+  co_return st->size_bytes;
 }
 
 runtime::task<result<void>> rename(std::string from, std::string to) {
@@ -179,7 +191,7 @@ runtime::task<result<void>> fsync_directory(std::string dir) {
   detail::unique_fd owned(fd);
   const std::int32_t synced = co_await submit_op(detail::make_op(op_code::fsync, fd));
   owned.release();  // the close below consumes it, whatever happens
-  std::int32_t closed = co_await submit_op(detail::make_op(op_code::close, fd));
+  std::int32_t closed = co_await detail::close_op(fd);
   closed = detail::finish_close(fd, closed);
   if (synced < 0) co_return error::from_errno(-synced, quoted("fsync directory", dir));
   if (closed < 0) co_return error::from_errno(-closed, quoted("close directory", dir));

@@ -1,10 +1,15 @@
-// Directory-entry operations through the ring (see fs.hpp): each is one backend op.
+// Directory-entry operations through the ring (see fs.hpp): each is one backend op; and the
+// directory listing, offloaded to the executor's blocking-work pool.
 
 #include <sluice/io/fs.hpp>
 
 #include "fd_ops.hpp"
 
+#include <sluice/runtime/offload.hpp>
+
 #include <fcntl.h>
+
+#include <optional>
 
 namespace sluice::io {
 
@@ -42,6 +47,14 @@ runtime::task<result<void>> remove_directory(std::string path) {
   const std::int32_t rc = co_await submit_op(op);
   if (rc < 0) co_return error::from_errno(-rc, quoted("rmdir", path));
   co_return success();
+}
+
+runtime::task<result<std::vector<std::string>>> list_directory(std::string dir) {
+  std::optional<result<std::vector<std::string>>> listed;
+  // A named callable (offload.hpp): its inputs and output live in this frame.
+  auto list = [&dir, &listed] { listed.emplace(list_directory_blocking(dir)); };
+  co_await runtime::offload(list);
+  co_return std::move(*listed);
 }
 
 }  // namespace sluice::io

@@ -151,7 +151,7 @@ runtime::task<result<void>> tcp_stream::close() {
   if (fd_ < 0) co_return success();
   const int fd = std::exchange(fd_, -1);
   (void)sys().shutdown(fd, aborts_on_close(fd) ? SHUT_RD : SHUT_RDWR);  // wakes waiting operations; see the top
-  std::int32_t rc = co_await submit_op(detail::make_op(op_code::close, fd));
+  std::int32_t rc = co_await detail::close_op(fd);
   rc = detail::finish_close(fd, rc);
   if (rc < 0) co_return error::from_errno(-rc, context("close connection to", peer_));
   co_return success();
@@ -239,7 +239,7 @@ runtime::task<result<void>> tcp_listener::close() {
   if (fd_ < 0) co_return success();
   const int fd = std::exchange(fd_, -1);
   (void)sys().shutdown(fd, SHUT_RDWR);  // wakes a pending accept; see the top of this file
-  std::int32_t rc = co_await submit_op(detail::make_op(op_code::close, fd));
+  std::int32_t rc = co_await detail::close_op(fd);
   rc = detail::finish_close(fd, rc);
   if (rc < 0) co_return error::from_errno(-rc, context("close listener on", local_));
   co_return success();

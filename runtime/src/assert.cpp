@@ -1,4 +1,4 @@
-// SLUICE_ASSERT's failure path (see assert.hpp): one log line, then abort.
+// SLUICE_ASSERT's failure path (see assert.hpp): one log line, the log flushed, then abort.
 
 #include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/log.hpp>
@@ -16,6 +16,7 @@ void assertion_failed(const char* file, int line, const char* condition, const c
   } catch (...) {
     // Formatting failed (out of memory): abort all the same.
   }
+  log::flush();  // the queued lines, this one last (bounded: a stuck stderr does not stop the abort)
   std::abort();
 }
 

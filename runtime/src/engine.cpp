@@ -9,6 +9,7 @@
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/io_awaitable.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/offload.hpp>
 
 #include <pthread.h>
 #include <sched.h>
@@ -39,7 +40,8 @@ struct shutdown_barrier {
 };
 }  // namespace
 
-engine::engine(engine_options options) : options_(options) {
+engine::engine(engine_options options)
+    : options_(options), blocking_(std::make_unique<blocking_pool>(options_.blocking_threads)) {
   unsigned n = options_.executors;
   if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
   if (options_.simulation != nullptr) {
@@ -98,6 +100,7 @@ void engine::thread_main(std::size_t index, std::promise<executor*> ready) {
     }
     executor_options eo;
     eo.id = static_cast<int>(index);
+    eo.blocking = blocking_.get();
     eo.uring = options_.uring;
     eo.batch_limit = options_.batch_limit;
     ex = std::make_unique<executor>(std::move(eo));
@@ -204,6 +207,7 @@ void engine::stop() {
   threads_.clear();
   executors_.clear();
   owned_.clear();  // every thread has ended: nothing can post any more
+  blocking_->shutdown();  // idle: every offloaded call was awaited by a task that has ended
   delete static_cast<shutdown_barrier*>(barrier_);
   barrier_ = nullptr;
   if (signal_fd_ >= 0) {

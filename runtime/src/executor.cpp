@@ -2,6 +2,7 @@
 
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/offload.hpp>
 #include <sluice/runtime/simulation.hpp>
 
 #include <sys/eventfd.h>
@@ -28,6 +29,7 @@ void log_posted_failure(const char* what) noexcept { log::error("posted function
 void nested_resume() noexcept {
   log::error("a coroutine was resumed inline, from inside a running coroutine, message or completion: waiters "
              "must be scheduled, never resumed by what wakes them (invariant 3)");
+  log::flush();
   std::abort();
 }
 }  // namespace detail
@@ -36,6 +38,7 @@ executor::executor(executor_options options)
     : id_(options.id),
       batch_limit_(options.batch_limit == 0 ? 1 : options.batch_limit),
       order_(options.order),
+      blocking_(options.blocking),
       spin_before_sleep_(options.spin_before_sleep),
       backend_(options.backend ? std::move(options.backend) : make_uring_backend(options.uring)) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
@@ -47,6 +50,10 @@ executor::executor(executor_options options)
   executor* previous = std::exchange(current_, this);
   arm_wake();
   current_ = previous;
+}
+
+blocking_pool& executor::blocking() const noexcept {
+  return blocking_ != nullptr ? *blocking_ : default_blocking_pool();
 }
 
 executor::~executor() {

@@ -1,16 +1,39 @@
 // Logging (see log.hpp).
+//
+// Protocol: a line is formatted on the calling thread. On an executor thread (with the host system)
+// it is queued for the writer thread, which takes every queued line at once and writes them to fd 2
+// outside the lock: a slow or blocked stderr stalls the writer, never an executor. The queue is
+// bounded (max_queued_lines, max_queued_bytes); a line that does not fit is dropped and counted, and
+// the count is written before the next batch. Any other thread (and every thread under a
+// simulation or a stand-in system) writes inline: it waits for its turn at fd 2 (`writing`), first
+// writes what is queued, then its own line, so each thread's lines keep their order whichever way
+// they go. flush() waits until everything queued before it is written; it runs at exit and before
+// a fatal error ends the process. A forked child starts with an empty queue and no writer thread
+// (the parent's queued lines are the parent's to write).
 
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/system.hpp>
 
 #include <fmt/format.h>
 
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace sluice::runtime::log {
 namespace {
@@ -32,6 +55,154 @@ std::atomic<int>& current_level() noexcept {
 }
 
 constexpr const char* names[] = {"error", "warn", "info", "debug"};
+
+constexpr std::size_t max_queued_lines = 4096;
+constexpr std::size_t max_queued_bytes = 1u << 20;
+// flush() gives up after this long: a fatal error must still end the process when stderr is stuck.
+constexpr auto max_flush_wait = std::chrono::seconds(5);
+
+// All of `text` to fd 2; false once the descriptor refuses it (closed, EPIPE, ...).
+bool write_stderr(const char* text, std::size_t size) noexcept {
+  while (size > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, text, size);
+    if (n > 0) {
+      text += n;
+      size -= static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{STDERR_FILENO, POLLOUT, 0};
+      (void)::poll(&p, 1, -1);  // a non-blocking stderr: wait until it takes more
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+struct writer {
+  std::mutex mutex;
+  std::condition_variable work;     // the writer thread waits for lines (and for its turn)
+  std::condition_variable written;  // flush() waits for written_seq
+  std::vector<std::string> lines;
+  std::size_t bytes = 0;
+  std::uint64_t dropped = 0;        // since the last batch
+  std::uint64_t dropped_total = 0;  // reported so far
+  std::uint64_t queued_seq = 0;   // lines queued, ever
+  std::uint64_t written_seq = 0;  // of those, written (or taken by an inline writer)
+  bool writing = false;           // someone is writing to fd 2 now
+  bool started = false;
+  bool stopping = false;
+  std::thread thread;
+
+  // Takes the queue and the drop count (under the lock) and writes them, then `own` (outside it).
+  void write_batch(std::unique_lock<std::mutex>& lock, const std::string* own) {
+    writing = true;
+    std::vector<std::string> batch;
+    batch.swap(lines);
+    bytes = 0;
+    const std::uint64_t lost = std::exchange(dropped, 0);
+    dropped_total += lost;
+    lock.unlock();
+    std::string text;
+    if (lost != 0) {
+      text = fmt::format("sluice: log: {} line(s) dropped: stderr did not keep up\n", lost);
+    }
+    for (const std::string& line : batch) text += line;
+    if (own != nullptr) text += *own;
+    (void)write_stderr(text.data(), text.size());
+    lock.lock();
+    writing = false;
+    written_seq += batch.size();
+    written.notify_all();
+    work.notify_all();
+  }
+
+  void run() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals belong to the engine's signalfd
+    std::unique_lock lock(mutex);
+    for (;;) {
+      work.wait(lock, [this] { return !writing && (!lines.empty() || dropped != 0 || stopping); });
+      if (lines.empty() && dropped == 0) return;  // stopping, and nothing left
+      write_batch(lock, nullptr);
+    }
+  }
+};
+
+writer* the_writer = nullptr;
+
+void stop_writer_at_exit();
+
+void new_writer_in_child() {
+  // The parent's writer thread does not exist here and its lock may be held: start afresh, leaking
+  // the old state (its std::thread must never be destroyed while "joinable").
+  if (the_writer != nullptr) the_writer = new writer;
+}
+
+writer& get_writer() {
+  static writer* w = [] {
+    the_writer = new writer;
+    pthread_atfork(nullptr, nullptr, &new_writer_in_child);
+    std::atexit(&stop_writer_at_exit);
+    return the_writer;
+  }();
+  (void)w;
+  return *the_writer;
+}
+
+void stop_writer_at_exit() {
+  flush();
+  writer& w = *the_writer;
+  std::thread thread;
+  bool stuck = false;
+  {
+    std::lock_guard lock(w.mutex);
+    w.stopping = true;
+    stuck = w.writing;  // still in a write to a stderr that takes nothing: do not wait for it
+    thread.swap(w.thread);
+  }
+  w.work.notify_all();
+  if (thread.joinable() && stuck) {
+    thread.detach();
+    return;
+  }
+  if (thread.joinable()) thread.join();
+  // Whatever was queued after the thread ended.
+  std::unique_lock lock(w.mutex);
+  if (!w.lines.empty() || w.dropped != 0) w.write_batch(lock, nullptr);
+}
+
+// Lines from an executor thread go through the queue; any other thread writes its own.
+bool queued_here() noexcept { return executor::current() != nullptr && &current_system() == &host_system(); }
+
+void write_inline(writer& w, const std::string& line) {
+  std::unique_lock lock(w.mutex);
+  w.work.wait(lock, [&w] { return !w.writing; });
+  w.write_batch(lock, &line);
+}
+
+void enqueue(writer& w, std::string&& line) {
+  std::unique_lock lock(w.mutex);
+  if (w.stopping) {  // at exit: no writer thread any more
+    lock.unlock();
+    write_inline(w, line);
+    return;
+  }
+  if (w.lines.size() >= max_queued_lines || w.bytes + line.size() > max_queued_bytes) {
+    ++w.dropped;
+    return;
+  }
+  w.bytes += line.size();
+  w.lines.push_back(std::move(line));
+  ++w.queued_seq;
+  if (!w.started) {
+    w.started = true;
+    w.thread = std::thread([&w] { w.run(); });
+  }
+  if (!w.writing) w.work.notify_one();
+}
 
 }  // namespace
 
@@ -56,9 +227,46 @@ void write(log_level at, std::string_view message) noexcept {
     }
     line.append(message);
     line.push_back('\n');
-    std::fwrite(line.data(), 1, line.size(), stderr);
+    writer& w = get_writer();
+    std::string text(line.data(), line.size());
+    if (queued_here()) {
+      enqueue(w, std::move(text));
+    } else {
+      write_inline(w, text);
+    }
   } catch (...) {
     // Logging must never take the process down.
+  }
+}
+
+void flush() noexcept {
+  try {
+    writer& w = get_writer();
+    std::unique_lock lock(w.mutex);
+    const std::uint64_t target = w.queued_seq;
+    if (!w.started) {
+      // No writer thread (a forked child's first lines, or none yet): write what is queued here.
+      if (!w.lines.empty() || w.dropped != 0) {
+        w.work.wait(lock, [&w] { return !w.writing; });
+        w.write_batch(lock, nullptr);
+      }
+      return;
+    }
+    w.work.notify_all();
+    // Written, and so is the count of any line dropped meanwhile.
+    (void)w.written.wait_for(lock, max_flush_wait,
+                             [&w, target] { return w.written_seq >= target && w.dropped == 0 && !w.writing; });
+  } catch (...) {
+  }
+}
+
+std::uint64_t dropped_lines() noexcept {
+  try {
+    writer& w = get_writer();
+    std::lock_guard lock(w.mutex);
+    return w.dropped_total + w.dropped;
+  } catch (...) {
+    return 0;
   }
 }
 

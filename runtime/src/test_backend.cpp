@@ -49,10 +49,10 @@ void test_backend::submit(io_op& op) {
   pending_.push_back(&op);
 }
 
-void test_backend::set_capacity(std::size_t ordinary_ops) {
+void test_backend::set_capacity(std::size_t ordinary_ops, std::size_t internal_reserve) {
   assert(admission_.in_flight(op_class::prompt) + admission_.in_flight(op_class::wait) == 0 &&
          !admission_.backlogged() && "set_capacity with operations outstanding");
-  admission_.set_limits(ordinary_ops);
+  admission_.set_limits(ordinary_ops, ordinary_ops + internal_reserve);
 }
 
 bool test_backend::backlogged(const io_op& op) const noexcept {

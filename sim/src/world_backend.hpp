@@ -15,7 +15,12 @@ class world::backend final : public runtime::io_backend {
  public:
   // `ring_entries` ordinary operations in flight at most (0: no limit), admitted as io_uring's are.
   backend(world& w, int index, std::size_t ring_entries)
-      : admission_(ring_entries == 0 ? runtime::ring_admission::unlimited : ring_entries), world_(w), index_(index) {}
+      : admission_(ring_entries == 0 ? runtime::ring_admission::unlimited : ring_entries,
+                   ring_entries == 0 ? runtime::ring_admission::unlimited : ring_entries + internal_reserve),
+        world_(w),
+        index_(index) {}
+  // Places above the cap for internal ops, as the io_uring backend keeps (its CQ size less the cap).
+  static constexpr std::size_t internal_reserve = 8;
   ~backend() override { std::erase(world_.backends_, this); }
 
   void submit(runtime::io_op& op) override { world_.submit(*this, op); }
@@ -34,6 +39,7 @@ class world::backend final : public runtime::io_backend {
   bool has_pending_work() const noexcept override { return !done_.empty(); }
   std::size_t capacity() const noexcept override { return admission_.capacity(); }
   clock::time_point now() const noexcept override { return world_.now_; }
+  bool virtual_clock() const noexcept override { return true; }
   const char* name() const noexcept override { return "sim"; }
 
   int index() const noexcept { return index_; }

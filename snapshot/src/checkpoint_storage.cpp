@@ -156,11 +156,11 @@ std::optional<std::string> checkpoint_storage::bad_dir_name_reason(std::string_v
   return fmt::format("checkpoint id {} is above the largest valid id {} (2^62)", digits, max_checkpoint_id);
 }
 
-io::result<checkpoint_storage::listing> checkpoint_storage::scan() const {
-  auto names = io::list_directory_blocking(root_);
+runtime::task<io::result<checkpoint_storage::listing>> checkpoint_storage::scan() const {
+  auto names = co_await io::list_directory(root_);  // readdir, off the executor
   if (!names) {
-    if (is_enoent(names.error())) return listing{};  // nothing was ever stored
-    return std::move(names).error();
+    if (is_enoent(names.error())) co_return listing{};  // nothing was ever stored
+    co_return std::move(names).error();
   }
   listing out;
   for (const auto& name : *names) {
@@ -179,13 +179,13 @@ io::result<checkpoint_storage::listing> checkpoint_storage::scan() const {
   }
   std::sort(out.ids.begin(), out.ids.end());
   std::sort(out.ignored.begin(), out.ignored.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  return out;
+  co_return out;
 }
 
-io::result<std::vector<checkpoint_id>> checkpoint_storage::list_ids() const {
-  auto scanned = scan();
-  if (!scanned) return std::move(scanned).error();
-  return std::move(scanned->ids);
+runtime::task<io::result<std::vector<checkpoint_id>>> checkpoint_storage::list_ids() const {
+  auto scanned = co_await scan();
+  if (!scanned) co_return std::move(scanned).error();
+  co_return std::move(scanned->ids);
 }
 
 runtime::task<io::result<void>> checkpoint_storage::create_checkpoint_dir(checkpoint_id id) {
@@ -272,7 +272,7 @@ runtime::task<io::result<void>> checkpoint_storage::commit_manifest(checkpoint_m
     auto opened = co_await io::file::open(path, io::open_options{.read = false, .write = true});
     if (!opened) co_return prefixed(what, opened.error());
     io::file f = std::move(opened).value();
-    auto size = f.size();
+    auto size = co_await f.size();
     if (!size || *size != 0) {
       co_await close_quietly(&f);
       // Not ours to remove: someone else wrote it.
@@ -345,7 +345,7 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::read_manifest
                         fmt::format("open checkpoint manifest '{}': {}", path, opened.error().code().message()));
   }
   io::file f = std::move(opened).value();
-  auto size = f.size();
+  auto size = co_await f.size();
   std::optional<io::error> failed;
   std::string text;
   if (!size) {
@@ -447,7 +447,7 @@ runtime::task<io::result<loaded_checkpoint>> checkpoint_storage::load(checkpoint
 }
 
 runtime::task<io::result<std::vector<checkpoint_info>>> checkpoint_storage::list() {
-  auto scanned = scan();
+  auto scanned = co_await scan();
   if (!scanned) co_return std::move(scanned).error();
   std::vector<checkpoint_info> infos = std::move(scanned->ignored);  // id 0: first in ascending order
   for (const checkpoint_id id : scanned->ids) infos.push_back(co_await validate(id));
@@ -456,7 +456,7 @@ runtime::task<io::result<std::vector<checkpoint_info>>> checkpoint_storage::list
 
 runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std::map<checkpoint_id, std::string> rejected,
                                                                        checkpoint_id newest_allowed) {
-  auto scanned = scan();
+  auto scanned = co_await scan();
   if (!scanned) co_return std::move(scanned).error();
   recovery_choice choice;
   for (auto& info : scanned->ignored) {

@@ -1,7 +1,7 @@
 // Retention (see checkpoint_storage.hpp): which checkpoint directories a pass keeps, and how one is
 // removed.
 //
-// A pass lists <root> once (blocking readdir), then reads the manifest of every directory (small
+// A pass lists <root> once (readdir on the executor's blocking-work pool), then reads the manifest of every directory (small
 // text files, io_uring reads). "Committed" means the manifest decodes (an empty `_manifest`, made by
 // prepare_checkpoint and never written, is uncommitted like a missing one): a pass does
 // not re-read the data files (that is recovery's job), so it stays cheap enough to run after every
@@ -15,8 +15,6 @@
 #include <sluice/io/fs.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
-
-#include <sluice/io/fs.hpp>
 
 #include <fmt/format.h>
 
@@ -54,7 +52,7 @@ runtime::task<io::result<void>> checkpoint_storage::remove_checkpoint_dir(checkp
     if (gone || gone.error().code() != std::errc::directory_not_empty) co_return gone;
     runtime::log::debug("retention: chk-{} holds files its manifest does not list; listing it", id);
   }
-  auto listed = io::list_directory_blocking(dir);
+  auto listed = co_await io::list_directory(dir);  // readdir, off the executor
   if (!listed) co_return std::move(listed).error();
   auto removed = co_await remove_files(dir, std::move(listed).value());
   if (!removed) co_return removed;
@@ -62,7 +60,7 @@ runtime::task<io::result<void>> checkpoint_storage::remove_checkpoint_dir(checkp
 }
 
 runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoint_id in_progress, bool at_start) {
-  auto ids = list_ids();
+  auto ids = co_await list_ids();
   if (!ids) co_return std::move(ids).error();
 
   // Which directories hold a committed checkpoint (the manifests, for removal without a listing).

@@ -1,4 +1,5 @@
 #include <sluice/io/file.hpp>
+#include <sluice/runtime/scope.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/runtime/test_backend.hpp>
 #include <sluice/runtime/when_all.hpp>
@@ -8,6 +9,8 @@
 #include <support/temp_dir.hpp>
 
 #include <catch2/catch.hpp>
+
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -39,7 +42,8 @@ std::vector<std::byte> pattern(std::size_t size, unsigned seed = 1) {
 // Reads the whole file at `path` back.
 task<std::vector<std::byte>> read_back(std::string path) {
   auto f = (co_await file::open(path, open_options::read_only())).value();
-  std::vector<std::byte> bytes(f.size().value());
+  const std::uint64_t size = (co_await f.size()).value();
+  std::vector<std::byte> bytes(size);
   const std::size_t n = (co_await f.read_full(bytes, 0)).value();
   bytes.resize(n);
   (co_await f.close()).value();
@@ -90,7 +94,8 @@ task<std::vector<std::size_t>> read_at_edges(std::string path) {
   got.push_back((co_await f.read_at(buf, 100)).value());        // at the end: 0
   got.push_back((co_await f.read_full(buf, 70)).value());       // stops at EOF: 30
   got.push_back((co_await f.write_at(pattern(10), 100)).value());  // one plain write
-  got.push_back(f.size().value());
+  const std::uint64_t size = (co_await f.size()).value();
+  got.push_back(size);
   co_return got;
 }
 }  // namespace
@@ -339,4 +344,61 @@ TEST_CASE("a file destroyed or replaced while open closes its descriptor", "[fil
   const auto counts = sync_wait(drop_open_files(dir.path()));
   const int base = counts[0];
   REQUIRE(counts == std::vector<int>{base, base + 1, base, base + 1, base + 1});
+}
+
+namespace {
+task<std::optional<file_status>> status_of(std::string path, bool write_first) {
+  auto f = (co_await file::open(path, open_options{.read = true, .write = true, .create = write_first})).value();
+  if (write_first) (co_await f.write_all(pattern(100), 0)).value();
+  auto st = co_await f.status();
+  (co_await f.close()).value();
+  if (!st) co_return std::nullopt;
+  co_return *st;
+}
+
+// Opens `path`, waits until its scope is stopped, then closes it (with the stop requested).
+task<void> close_while_stopping(std::string path, bool* opened, bool* closed_ok) {
+  auto f = (co_await file::open(path, open_options::create_or_truncate())).value();
+  *opened = true;
+  const std::stop_token token = co_await sluice::runtime::current_stop_token();
+  for (int i = 0; i < 1000 && !token.stop_requested(); ++i) co_await sluice::runtime::yield();
+  auto closed = co_await f.close();
+  *closed_ok = closed.ok();
+}
+
+task<void> stop_then_close(std::string path, bool* closed_ok) {
+  sluice::runtime::scope s;
+  bool opened = false;
+  s.spawn(close_while_stopping(path, &opened, closed_ok));
+  for (int i = 0; i < 1000 && !opened; ++i) co_await sluice::runtime::yield();
+  s.request_stop();
+  co_await s.join();
+}
+}  // namespace
+
+TEST_CASE("a file's size and type come from one statx through the ring", "[file]") {
+  temp_dir dir;
+  test_backend* backend = nullptr;
+  sluice::runtime::executor ex(sluice::test::test_backend_options(backend));  // outlives the checks
+  const auto st = ex.block_on(status_of(dir.file("data"), true));
+  REQUIRE(st);
+  CHECK(st->size_bytes == 100);
+  CHECK(S_ISREG(st->mode));
+  CHECK(backend->performed(op_code::statx) == 1);
+  REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0600) == 0);
+  const auto fifo = sync_wait(status_of(dir.file("fifo"), false));  // io_uring
+  REQUIRE(fifo);
+  CHECK(S_ISFIFO(fifo->mode));
+}
+
+TEST_CASE("a task that is stopping still closes its file through the ring", "[file]") {
+  temp_dir dir;
+  test_backend* backend = nullptr;
+  bool closed_ok = false;
+  sluice::runtime::executor ex(sluice::test::test_backend_options(backend));  // outlives the checks
+  const int base = sluice::test::open_fd_count();
+  ex.block_on(stop_then_close(dir.file("a"), &closed_ok));
+  CHECK(closed_ok);
+  CHECK(backend->performed(op_code::close) == 1);  // not a synchronous close on the executor
+  CHECK(sluice::test::open_fd_count() == base);
 }

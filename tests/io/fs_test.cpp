@@ -85,3 +85,26 @@ TEST_CASE("mkdir and unlink go through the backend as their own operations", "[f
   CHECK(std::string(sluice::runtime::to_string(op_code::mkdirat)) == "mkdir");
   CHECK(std::string(sluice::runtime::to_string(op_code::unlinkat)) == "unlink");
 }
+
+namespace {
+
+task<result<std::vector<std::string>>> list_it(std::string dir) { co_return co_await list_directory(std::move(dir)); }
+
+}  // namespace
+
+TEST_CASE("list_directory lists a real directory from an executor, and names the directory it cannot list",
+          "[fs][offload]") {
+  const auto kind = GENERATE(backend_kind::uring, backend_kind::test);
+  INFO(to_string(kind));
+  temp_dir dir;
+  REQUIRE(sync_wait(make_dir_with_file(dir.file("sub")), sluice::test::backend_options(kind)));
+  auto names = sync_wait(list_it(dir.path()), sluice::test::backend_options(kind));
+  REQUIRE(names);
+  CHECK(*names == std::vector<std::string>{"sub"});
+  auto inner = sync_wait(list_it(dir.file("sub")), sluice::test::backend_options(kind));
+  REQUIRE(inner);
+  CHECK(*inner == std::vector<std::string>{"x"});
+  auto missing = sync_wait(list_it(dir.file("nothing")), sluice::test::backend_options(kind));
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().message() == "list directory '" + dir.file("nothing") + "': No such file or directory");
+}

@@ -156,6 +156,21 @@ TEST_CASE("list_directory_blocking lists through the thread's system, at most ma
   CHECK(os.max_entries_asked == sluice::io::max_directory_entries);
 }
 
+TEST_CASE("list_directory awaited under a stand-in system lists through that system, inline", "[io][system][offload]") {
+  listing_system os;
+  os.names = {"chk-2", "chk-1"};
+  system_scope scope(os);
+  struct body {
+    static sluice::runtime::task<sluice::io::result<std::vector<std::string>>> run() {
+      co_return co_await sluice::io::list_directory("/ckpt");
+    }
+  };
+  auto names = sluice::runtime::sync_wait(body::run());
+  REQUIRE(names);
+  CHECK(*names == std::vector<std::string>{"chk-2", "chk-1"});
+  CHECK(os.count("list_directory") == 1);
+}
+
 TEST_CASE("a listing the system cuts off or refuses fails with the listing's messages", "[io][system]") {
   listing_system os;
   system_scope scope(os);

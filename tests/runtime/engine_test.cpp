@@ -142,6 +142,7 @@ TEST_CASE("log lines carry the level and the executor id", "[log]") {
     done.wait(false);
   }
   log::set_level(previous);
+  log::flush();  // the executor's line went to the log's writer thread
   ::fflush(stderr);
   ::dup2(saved, 2);
   ::close(saved);

@@ -2,6 +2,7 @@
 
 #include <sluice/io/file.hpp>
 #include <sluice/io/tcp.hpp>
+#include <sluice/io/fs.hpp>
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/scope.hpp>
 #include <sluice/runtime/timer.hpp>
@@ -110,6 +111,11 @@ runtime::task<std::size_t> stop_backlogged(runtime::executor* ex, sim::world* w,
 runtime::task<test::idle_connections_report> idle_then_write(runtime::executor* ex, int connections) {
   co_await runtime::switch_to(*ex);
   co_return co_await test::idle_connections_then_write(connections, "/sim/state");
+}
+
+runtime::task<io::result<std::vector<std::string>>> list_on(runtime::executor* ex, std::string dir) {
+  co_await runtime::switch_to(*ex);
+  co_return co_await io::list_directory(std::move(dir));
 }
 
 class waits_for_godot final : public runtime::wait_reporter {
@@ -263,4 +269,32 @@ TEST_CASE("world: try_peek never waits and consumes nothing on a simulated conne
   CHECK(out.waiting <= 5);  // the simulated stream may cut what has arrived
   CHECK(out.received == "hello");
   CHECK(out.ended_after_close);
+}
+
+TEST_CASE("world: io::list_directory runs inline on the simulated disk, and the file's size is a statx of it") {
+  sim::disk_image image;
+  image.add_directory("/sim/data");
+  image.add_file("/sim/data/b", "bee");
+  image.add_file("/sim/data/a", std::string(5000, 'a'));
+  sim::world w({.seed = 11}, image);
+  runtime::system_scope scope(w.kernel());
+  {
+    runtime::engine eng({.executors = 1, .handle_signals = false, .simulation = &w});
+    auto names = eng.block_on(list_on(&eng.at(0), "/sim/data"));
+    REQUIRE(names);
+    std::sort(names->begin(), names->end());
+    CHECK(*names == std::vector<std::string>{"a", "b"});
+    struct size_of {
+      static runtime::task<std::uint64_t> run(runtime::executor* ex) {
+        co_await runtime::switch_to(*ex);
+        auto f = (co_await io::file::open("/sim/data/a")).value();
+        const auto size = (co_await f.size()).value();
+        (co_await f.close()).value();
+        co_return size;
+      }
+    };
+    CHECK(eng.block_on(size_of::run(&eng.at(0))) == 5000);
+  }
+  CHECK(w.open_descriptors() == 0);
+  CHECK(w.pending_operations() == 0);
 }

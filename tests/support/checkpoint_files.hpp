@@ -2,6 +2,7 @@
 // Test fixtures for checkpoint storage: a task's sample state file (known bytes per channel), a
 // whole committed checkpoint made through checkpoint_storage, and stderr capture for log lines.
 
+#include <sluice/runtime/log.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
 
@@ -45,6 +46,7 @@ inline void make_checkpoint(snapshot::checkpoint_storage& storage, snapshot::che
 class stderr_capture {
  public:
   stderr_capture() {
+    runtime::log::flush();  // lines queued before the capture are not its
     std::fflush(stderr);
     char name[] = "/tmp/sluice-stderr-XXXXXX";
     file_ = ::mkstemp(name);
@@ -73,6 +75,7 @@ class stderr_capture {
  private:
   void restore() {
     if (saved_ < 0) return;
+    runtime::log::flush();  // an executor's lines are queued for the log's writer thread
     std::fflush(stderr);
     ::dup2(saved_, 2);
     ::close(saved_);

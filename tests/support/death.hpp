@@ -3,6 +3,8 @@
 // ended. For checks that must abort the process (SLUICE_ASSERT): the test itself survives.
 // The child never returns into Catch2: it ends with _exit(0) if `body` returns.
 
+#include <sluice/runtime/log.hpp>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +35,7 @@ child_end run_in_child(Body body) {
     // that raise is itself reported (exit 66), not an abort. The child dies by SIGABRT directly.
     ::signal(SIGABRT, SIG_DFL);
     body();
+    sluice::runtime::log::flush();  // _exit would lose what an executor queued
     ::_exit(0);
   }
   ::close(fds[1]);

@@ -1,10 +1,12 @@
 #pragma once
-// file: an open file whose every operation (open, read, write, fsync, rename, close) is an io_uring
-// operation, so nothing blocks the executor. Errors name the operation and the path:
-// "write '/data/chk-7/state': No space left on device".
+// file: an open file whose every operation (open, read, write, fsync, size, rename, close) is an
+// io_uring operation, so nothing blocks the executor, even on a slow shared filesystem (NFS).
+// Errors name the operation and the path: "write '/data/chk-7/state': No space left on device".
 //
-// - A file is move-only and owns its descriptor; a file still open when destroyed is closed
-//   synchronously (close(2) of a regular file does not wait for I/O), so no descriptor leaks.
+// - A file is move-only and owns its descriptor. close() goes through the ring, and a stopping
+//   task's close still runs. A file still open when destroyed is closed synchronously on the
+//   destroying thread (a destructor cannot await), so no descriptor leaks: cheap on a local disk,
+//   a flush to the server on NFS for a written file. Close files explicitly.
 // - Operations are cancelled through the awaiting task's stop token (with_timeout, when_any, a
 //   stopping executor); a cancelled one yields an error with ECANCELED.
 // - The file object, and the buffer of an operation, must outlive the operation.
@@ -50,6 +52,12 @@ struct open_options {
   }
 };
 
+// What statx(2) says about an open file.
+struct file_status {
+  std::uint64_t size_bytes = 0;
+  unsigned mode = 0;  // st_mode: the file's type (S_ISREG, S_ISFIFO, ...) and permissions
+};
+
 class file {
  public:
   file() noexcept = default;  // not open
@@ -80,8 +88,10 @@ class file {
   // Closes through the ring. The descriptor is released even if the close fails or is cancelled.
   runtime::task<result<void>> close();
 
-  // File size from fstat(2) through runtime::sys() (metadata only, no waiting on I/O).
-  result<std::uint64_t> size() const;
+  // statx(2) of the descriptor through the ring (IORING_OP_STATX): type, permissions and size.
+  runtime::task<result<file_status>> status() const;
+  // status().size_bytes.
+  runtime::task<result<std::uint64_t>> size() const;
 
   bool is_open() const noexcept { return fd_ >= 0; }
   int fd() const noexcept { return fd_; }

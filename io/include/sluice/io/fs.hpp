@@ -30,12 +30,17 @@ runtime::task<result<void>> remove(std::string path);
 // rmdir(2) of an empty directory (ENOTEMPTY otherwise).
 runtime::task<result<void>> remove_directory(std::string path);
 
+// Every name in `dir` but "." and "..", unsorted (at most max_directory_entries). io_uring has no
+// getdents: the listing runs on the executor's blocking-work pool (runtime/offload.hpp), so a slow
+// directory (NFS) stalls the awaiting task, never its executor; under a simulation it runs inline on
+// the simulated system. Errors: "list directory '<dir>': <strerror>".
+runtime::task<result<std::vector<std::string>>> list_directory(std::string dir);
+
 // --- Blocking helpers ----------------------------------------------------------------------------
-// io_uring has no "read directory" op, and start-up needs a few small metadata calls before any
-// executor runs. These are BLOCKING calls on the calling thread, made through its runtime::sys()
-// (system.hpp): for start-up, the CLI and rare maintenance (checkpoint retention), never the
-// per-record or per-checkpoint path. Those returning int give 0 or -errno, and leave the message to
-// the caller, who knows what the path is for.
+// Start-up needs a few small metadata calls before any executor runs. These are BLOCKING calls on
+// the calling thread, made through its runtime::sys() (system.hpp): for start-up and the CLI, off
+// any executor (an executor awaits list_directory above instead). Those returning int give 0 or
+// -errno, and leave the message to the caller, who knows what the path is for.
 
 // Every name in `dir` but "." and "..", unsorted. At most max_directory_entries names.
 // Errors: "list directory '<dir>': <strerror>".

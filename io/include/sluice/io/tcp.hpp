@@ -13,8 +13,9 @@
 // - Timeouts and cancellation come from the runtime: with_timeout(s.recv(buf), 5s), when_any, or a
 //   stopping executor end an operation early (ECANCELED); an accepted descriptor that arrives after
 //   a cancel is closed, so nothing leaks.
-// - Both types are move-only and close their descriptor synchronously when destroyed while open.
-//   The object, and the buffer of an operation, must outlive the operation.
+// - Both types are move-only. close() goes through the ring, and a stopping task's close still
+//   runs; an object destroyed while open closes its descriptor synchronously (a destructor cannot
+//   await). The object, and the buffer of an operation, must outlive the operation.
 // - Unix sockets: listen binds the path (an existing file there fails with EADDRINUSE) and close
 //   leaves the file in place: whoever chose the path removes it. set_nodelay is a no-op there
 //   (no Nagle on Unix sockets); errors name the path ("connect unix:/run/x.sock: No such file or

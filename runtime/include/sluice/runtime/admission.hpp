@@ -18,8 +18,13 @@
 //   the cap, so a full ring can still be woken and can still cancel.
 // Limits: at most `capacity` ordinary (prompt + wait) operations are in flight, and of those at most
 // `wait_capacity` waits (wait_capacity_for: capacity less an eighth, and at least one less), so at
-// least capacity - wait_capacity places are always left to prompt operations. Internal ones count
-// toward `total_limit` only.
+// least capacity - wait_capacity places are always left to prompt operations. Everything in flight
+// stays below `total_limit` (the io_uring backend's CQ size), so the CQ cannot overflow. Above the
+// cap is the internal reserve: internal ops use it, and so may prompt ones, but for its last
+// `internal_floor` places. A reserve place a prompt op takes comes back by itself; a wait never
+// takes one. So a ring full of waits still has the reserve for its wake-up read and cancels, and
+// prompt operations get more than capacity - wait_capacity places when waits hold their share
+// (which matters for small rings: 8 places leave 1 to prompt ops without it).
 // Each class has its own FIFO backlog: an operation enters once its class's backlog is empty and
 // its class has room; a prompt one never waits behind a wait, and within a class order is kept.
 // When places free up, the internal backlog goes first, then the prompt one, then the waits.
@@ -104,9 +109,12 @@ class op_queue {
 class ring_admission {
  public:
   static constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
+  // Places above the cap that prompt operations never take (the wake-up read, a cancel).
+  static constexpr std::size_t internal_floor = 2;
 
   // `capacity` ordinary operations in flight (unlimited: no cap), of which wait_capacity_for(capacity)
-  // waits; internal ones while everything in flight stays below `total_limit`.
+  // waits; internal ones, and prompt ones beyond the cap, while everything in flight stays below
+  // `total_limit` (prompt ones: below total_limit - internal_floor).
   explicit ring_admission(std::size_t capacity = unlimited, std::size_t total_limit = unlimited) noexcept;
 
   // New limits; what is in flight and backlogged stays (what is over a new limit stays in flight).
@@ -160,7 +168,9 @@ inline bool ring_admission::has_room(op_class c) const noexcept {
   switch (c) {
     case op_class::timer: return true;
     case op_class::internal: return in_ring_ < total_limit_;
-    case op_class::prompt: return in_ring_ < total_limit_ && ordinary_ < capacity_;
+    case op_class::prompt:
+      // Beyond the cap into the internal reserve, but for its last internal_floor places.
+      return in_ring_ < total_limit_ && (ordinary_ < capacity_ || in_ring_ + internal_floor < total_limit_);
     case op_class::wait:
       return in_ring_ < total_limit_ && ordinary_ < capacity_ && in_flight_[index(op_class::wait)] < wait_capacity_;
   }

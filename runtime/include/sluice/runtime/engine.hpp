@@ -7,6 +7,8 @@
 //   on executor 0's ring; the first one asks every executor to stop (tasks see their stop token).
 // - Destruction stops every executor, waits until their detached tasks and in-flight operations
 //   are done, and joins the threads: no frame and no descriptor is left behind.
+// - The engine owns the pool its executors offload blocking calls to (offload.hpp); stop() joins
+//   it after the executors, whose drain waits for every offloaded call still running.
 // - With `simulation` set, no thread is started: the executors live on the calling thread, get their
 //   backends from the simulation, and the simulation runs their turns whenever the engine waits
 //   (block_on, stop). Signals are not handled then. The caller installs the simulation's kernel as
@@ -32,6 +34,9 @@ struct engine_options {
   uring_options uring{};
   unsigned batch_limit = 256;
   runtime::simulation* simulation = nullptr;
+  // Threads, at most, of the engine's blocking-work pool (offload.hpp), started as needed and
+  // joined by stop().
+  unsigned blocking_threads = 4;
 };
 
 class engine {
@@ -71,6 +76,7 @@ class engine {
   task<void> watch_signals();
 
   engine_options options_;
+  std::unique_ptr<blocking_pool> blocking_;
   std::vector<executor*> executors_;
   std::vector<std::unique_ptr<executor>> owned_;  // created on, and shut down by, their threads
   std::vector<std::thread> threads_;

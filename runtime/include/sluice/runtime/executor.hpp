@@ -40,6 +40,7 @@ class stoppable_wait;
 }
 
 class simulation;
+class blocking_pool;
 
 struct executor_options {
   int id = 0;
@@ -52,6 +53,8 @@ struct executor_options {
   std::chrono::microseconds spin_before_sleep{50};
   // Under a simulation: it picks which ready coroutine each resume takes (simulation::pick_ready).
   simulation* order = nullptr;
+  // Where offload() runs blocking calls (offload.hpp); null: the process-wide default pool.
+  blocking_pool* blocking = nullptr;
 };
 
 class executor {
@@ -68,6 +71,10 @@ class executor {
   int id() const noexcept { return id_; }
   io_backend& backend() noexcept { return *backend_; }
   std::chrono::steady_clock::time_point now() const noexcept { return backend_->now(); }
+  // Run by a simulation (executor_options::order): nothing may leave its thread.
+  bool simulated() const noexcept { return order_ != nullptr; }
+  // The pool offload() uses from this executor (offload.hpp).
+  blocking_pool& blocking() const noexcept;
 
   // Owner thread only.
   void schedule(std::coroutine_handle<> h) {
@@ -153,6 +160,7 @@ class executor {
   int id_;
   unsigned batch_limit_;
   simulation* order_;  // null outside a simulation: FIFO
+  blocking_pool* blocking_;  // null: default_blocking_pool()
   std::chrono::microseconds spin_before_sleep_;
   std::unique_ptr<io_backend> backend_;
   detail::ready_queue ready_;

@@ -55,4 +55,14 @@ class io_awaitable : public detail::stoppable_wait {
 // Submits one operation and awaits its raw result. The building block of io/ and of timers.
 inline io_awaitable submit_op(const io_op& op, bool yields_fd = false) noexcept { return io_awaitable{op, yields_fd}; }
 
+// An operation that the awaiting task's stop request does not cancel: it is always submitted and
+// runs to its end. For what must happen even while a task stops, and ends by itself (a close: one
+// that never ran would leave the descriptor to a synchronous close on the executor).
+class unstoppable_io_awaitable : public io_awaitable {
+ public:
+  using io_awaitable::io_awaitable;
+  bool await_suspend(std::coroutine_handle<> h) { return start(h, nullptr); }
+};
+inline unstoppable_io_awaitable submit_unstoppable(const io_op& op) noexcept { return unstoppable_io_awaitable{op}; }
+
 }  // namespace sluice::runtime

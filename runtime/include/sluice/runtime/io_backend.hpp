@@ -17,7 +17,8 @@
 //   room for the operations that end by themselves (file I/O, fsync, send, close, ...), however
 //   many idle connections it holds. Timeouts take no place: the backend keeps them itself. More
 //   wait in one FIFO backlog per class (never dropped): a prompt operation never queues behind a
-//   wait. Internal ops (see io_op::internal) use a reserve of CQ entries above the cap.
+//   wait. Internal ops (see io_op::internal) use a reserve of CQ entries above the cap, which
+//   prompt ops may borrow but for its last places.
 
 #include <chrono>
 #include <cstddef>
@@ -98,6 +99,9 @@ class io_backend {
   virtual std::size_t capacity() const noexcept = 0;
   // The clock timers are measured against (a virtual one in tests).
   virtual std::chrono::steady_clock::time_point now() const noexcept { return std::chrono::steady_clock::now(); }
+  // True when that clock is virtual: it jumps to the next timer whenever nothing can run, so work
+  // handed to another thread would race it (offload() then runs inline: offload.hpp).
+  virtual bool virtual_clock() const noexcept { return false; }
   virtual const char* name() const noexcept = 0;
 };
 

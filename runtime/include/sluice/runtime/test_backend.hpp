@@ -17,10 +17,11 @@
 // - A cancel removes a still-pending target (-ECANCELED) and completes with 0, or with -ENOENT if
 //   the target already completed: the cancel's completion is never the target's.
 // - Admission is io_uring's (admission.hpp): with set_capacity(n), at most n ordinary operations
-//   are pending, of which at most wait_capacity_for(n) waits; the others wait in their class's
-//   backlog, where nothing performs or completes them, and enter `pending()` in FIFO order as
-//   places free up. A cancel of a backlogged op takes it out (-ECANCELED). The default capacity is
-//   large enough never to matter.
+//   are pending, of which at most wait_capacity_for(n) waits, with an internal reserve of 8 above
+//   them (which prompt ops may borrow but for 2 places); the others wait in their class's backlog,
+//   where nothing performs or completes them, and enter `pending()` in FIFO order as places free
+//   up. A cancel of a backlogged op takes it out (-ECANCELED). The default capacity is large enough
+//   never to matter.
 
 #include <sluice/runtime/admission.hpp>
 #include <sluice/runtime/io_backend.hpp>
@@ -50,13 +51,15 @@ class test_backend final : public io_backend {
   bool has_pending_work() const noexcept override { return !completed_.empty() || (auto_ && !pending_.empty()); }
   std::size_t capacity() const noexcept override { return admission_.capacity(); }
   std::chrono::steady_clock::time_point now() const noexcept override { return now_; }
+  bool virtual_clock() const noexcept override { return true; }
   const char* name() const noexcept override { return "test"; }
 
   // --- what a test uses -------------------------------------------------------------------------
   const std::deque<io_op*>& pending() const noexcept { return pending_; }
-  // Caps the ring at `ordinary_ops` in flight (admission.hpp). Only while nothing is outstanding
-  // but the executor's wake-up read.
-  void set_capacity(std::size_t ordinary_ops);
+  // Caps the ring at `ordinary_ops` in flight, plus `internal_reserve` places above them
+  // (admission.hpp; the io_uring backend keeps 8). Only while nothing is outstanding but the
+  // executor's wake-up read.
+  void set_capacity(std::size_t ordinary_ops, std::size_t internal_reserve = 8);
   const ring_admission& admission() const noexcept { return admission_; }
   // Whether `op` waits in a backlog (submitted, not admitted yet).
   bool backlogged(const io_op& op) const noexcept;

@@ -45,10 +45,11 @@
 // in-progress id. A removal unlinks `_manifest` first (so a half-removed checkpoint is never taken
 // for a committed one), then the other files, then rmdirs.
 //
-// Blocking: every file operation is an io_uring op, except directory LISTING (no io_uring op
-// exists): list(), newest_valid() and retain() list <root> once with readdir, and retain() lists a
-// removed directory only when its files are not all known from its manifest. These run at start-up,
-// from the CLI, or once per retention pass, never per written buffer.
+// Nothing blocks the executor, even on a shared filesystem (NFS): every file operation is an
+// io_uring op (a file's size is a statx op), and directory LISTINGS, for which io_uring has no op,
+// run on the executor's blocking-work pool (io::list_directory, runtime/offload.hpp): list(),
+// newest_valid() and retain() list <root> once, and retain() lists a removed directory only when
+// its files are not all known from its manifest.
 //
 // One object per root, used from one executor; it must outlive the tasks its methods return.
 
@@ -184,8 +185,8 @@ class checkpoint_storage {
     std::vector<checkpoint_id> ids;       // ascending
     std::vector<checkpoint_info> ignored;  // bad names, by name
   };
-  io::result<listing> scan() const;                         // blocking readdir
-  io::result<std::vector<checkpoint_id>> list_ids() const;  // scan().ids
+  runtime::task<io::result<listing>> scan() const;                         // readdir, offloaded
+  runtime::task<io::result<std::vector<checkpoint_id>>> list_ids() const;  // scan().ids
   // Whether prepare_checkpoint made `_manifest` and every file `manifest` lists durable.
   bool names_durable(const checkpoint_manifest& manifest) const;
   void forget_prepared(checkpoint_id up_to);  // drops what prepare_checkpoint recorded for ids <= up_to
