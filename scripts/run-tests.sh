@@ -3,8 +3,9 @@
 #   1. Release build (Ninja) and the Catch2 tests through ctest;
 #   2. install into a temporary prefix, then build and run a consumer project
 #      (tests/install) against the installed CMake package;
-#   3. an ASan+UBSan build (-O1 -g, tests only) and the tests again;
-#   4. a ThreadSanitizer build (-O1 -g, tests only) and the tests again;
+#   3. an ASan+UBSan build (-O1 -g1, tests only) and the tests again;
+#   4. a ThreadSanitizer build (-O1 -g1, tests only) and the tests again;
+#      (-g1: line tables, enough for the sanitizers' stack traces; full -g took a third longer to build)
 #   5. the deterministic simulation: 2,000+ seeds of the sample jobs under faults and crashes
 #      (scripts/simulate.sh), then the planted bugs it must find (scripts/simulate-plants.sh). The
 #      Release build of step 1 carries the planted bugs for this (-DSLUICE_PLANTS=ON), switched off
@@ -102,7 +103,7 @@ sanitized_suite() {
   say "configuring $name build in $dir"
   cmake -S "$repo" -B "$dir" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
     -D"$option"=ON -DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_APPS=OFF \
     -DSLUICE_TEST_TIMEOUT="$test_timeout"
 
