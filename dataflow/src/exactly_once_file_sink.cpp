@@ -285,10 +285,10 @@ runtime::task<io::result<void>> exactly_once_file_sink::recover(std::span<const 
   auto area_made = co_await make_directory_durably(staging_dir(), dir_);
   if (!area_made) co_return area_made;
 
-  // BLOCKING (see the header): once per task, at start-up.
-  auto area_names = io::list_directory_blocking(staging_dir());
+  // readdir, on the executor's blocking-work pool (see the header): once per task, at start-up.
+  auto area_names = co_await io::list_directory(staging_dir());
   if (!area_names) co_return area_names.error();
-  auto names = io::list_directory_blocking(dir_);
+  auto names = co_await io::list_directory(dir_);
   if (!names) co_return names.error();
   // Only names this sink writes, exactly (a hand-made "part-7-3" is not ours).
   const auto ours = [this](const std::string& name, std::string_view prefix, std::uint64_t& sequence) {

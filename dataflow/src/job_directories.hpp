@@ -6,7 +6,8 @@
 // 1. lock(), before any executor runs: makes the checkpoint directory and takes an
 //    io::directory_lock (`.sluice-lock`, flock) on it. A directory that another job holds, in this
 //    process or another, or that cannot be written, is refused there.
-// 2. claim_outputs(resuming), once recovery has chosen between a fresh start and a resume (and the
+// 2. claim_outputs(resuming) (blocking: the runner calls it through runtime::offload), once recovery
+//    has chosen between a fresh start and a resume (and the
 //    checkpoint was found to be this job's), before any task exists: makes and locks every output
 //    directory the job's sinks registered (job_builder::output_dirs()) the same way, then each must
 //    be this job's own, as its marker `.sluice-output` says (the job's name and the checkpoint

@@ -5,6 +5,7 @@
 #include <sluice/buffers/local_channel.hpp>
 #include <sluice/buffers/record_framing.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/offload.hpp>
 #include <sluice/runtime/run_on.hpp>
 #include <sluice/runtime/timer.hpp>
 #include <sluice/runtime/when_all.hpp>
@@ -12,6 +13,7 @@
 #include <fmt/core.h>
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 namespace sluice::dataflow::detail {
@@ -341,12 +343,18 @@ rt::task<job_result> runner::run() {
       return task < placed->tasks().size() && placed->task(static_cast<ss::task_id>(task)).worker == me;
     });
   }
-  if (io::result<void> claimed = directories->claim_outputs(plan->checkpoint.has_value()); !claimed) {
+  // Listings, marker reads and writes, fsyncs: blocking calls, on the blocking-work pool (a slow
+  // shared filesystem stalls this start, not the executor's other coroutines).
+  std::optional<io::result<void>> claimed;
+  const bool resuming = plan->checkpoint.has_value();
+  auto claim = [&claimed, held = directories, resuming] { claimed.emplace(held->claim_outputs(resuming)); };
+  co_await rt::offload(claim);
+  if (!*claimed) {
     for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
     result.buffer_violations = buffer_violations_;
     result.credit_violation = credit_violation_;
     result.exit_code = 2;
-    result.message = claimed.error().message();
+    result.message = claimed->error().message();
     co_return result;
   }
   // What earlier runs left (aborted checkpoints, a full disk's partial state files) goes now; the

@@ -17,8 +17,8 @@
 //    sequence number is >= the state's next one (a newer checkpoint that was not resumed published
 //    them) and below the high-water mark. A file named like its output that it cannot prove it wrote
 //    (`part-<task>-<seq>` at or above the mark: a replay would overwrite it) fails recover() naming
-//    the file, and nothing is changed. It lists the directory and the area with a BLOCKING readdir
-//    (io_uring has no getdents), once, at start-up.
+//    the file, and nothing is changed. It lists the directory and the area once, at start-up, with
+//    readdir on the executor's blocking-work pool (io_uring has no getdents; runtime/offload.hpp).
 // 2. write(line): appends line + '\n' to the staged file `.sluice-staging/staged-<task>-<seq>`,
 //    created on the first write after a snapshot, through a 256 KiB buffer and io_uring writes.
 // 3. snapshot(id) at barrier `id`: flushes, fsyncs and closes the staged file, raises the
