@@ -3,6 +3,7 @@
 // leader killed, and the published output compared with a one-process run of the same job.
 
 #include "cluster_support.hpp"
+#include "dataflow/join_support.hpp"
 
 #include <support/etcd_server.hpp>
 #include <support/temp_dir.hpp>
@@ -12,8 +13,10 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
+#include <utility>
 
 using namespace sluice::test;
 using namespace std::chrono_literals;
@@ -89,7 +92,7 @@ TEST_CASE("cluster: a worker killed with SIGKILL at a random moment and restarte
   for (unsigned i = 0; i < 3; ++i) workers.push_back(f.start("killed", 3, i));
   std::this_thread::sleep_for(at);
   workers[victim]->kill(SIGKILL);
-  (void)workers[victim]->wait(10s);
+  REQUIRE(workers[victim]->wait(10s) == -SIGKILL);  // it was still running: the job was mid-run
   workers[victim] = f.start("killed", 3, victim);
   expect_all_done(workers);
   CHECK(published_lines(f.dir.file("out-killed")) == published_lines(f.reference));
@@ -104,12 +107,68 @@ TEST_CASE("cluster: the leader killed mid-run: another worker leads, and the out
   for (unsigned i = 1; i < 3; ++i) workers.push_back(f.start("leader", 3, i));
   std::this_thread::sleep_for(900ms);
   workers[0]->kill(SIGKILL);
-  (void)workers[0]->wait(10s);
+  REQUIRE(workers[0]->wait(10s) == -SIGKILL);
   workers[0] = f.start("leader", 3, 0);
   expect_all_done(workers);
   CHECK(published_lines(f.dir.file("out-leader")) == published_lines(f.reference));
   // Someone other than worker 0 led the job after the kill.
   CHECK((workers[1]->log().find("completed") != std::string::npos || workers[2]->log().find("completed") != std::string::npos));
+}
+
+namespace {
+
+// The window join's output computed here, by a hash of (window, key): sorted
+// "window_start key left_payload right_payload" lines, every pair.
+std::vector<std::string> hash_join(const std::string& left, const std::string& right, std::uint64_t window) {
+  std::map<std::pair<std::uint64_t, std::string>, std::pair<std::vector<std::string>, std::vector<std::string>>> cells;
+  for (const csv_row& a : read_csv(left)) cells[{a.time - a.time % window, a.key}].first.push_back(a.payload);
+  for (const csv_row& b : read_csv(right)) cells[{b.time - b.time % window, b.key}].second.push_back(b.payload);
+  std::vector<std::string> out;
+  for (const auto& [cell, sides] : cells) {
+    for (const std::string& l : sides.first) {
+      for (const std::string& r : sides.second) {
+        out.push_back(std::to_string(cell.first) + " " + cell.second + " " + l + " " + r);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cluster: the window join across 3 workers, one killed with SIGKILL at a random moment: every pair once") {
+  SLUICE_SKIP_WITHOUT_ETCD();
+  cluster_fixture f(3, "10");
+  const std::string left = f.dir.file("left.csv");
+  const std::string right = f.dir.file("right.csv");
+  for (const auto& [file, seed, prefix] : {std::tuple{left, "5", "L"}, std::tuple{right, "6", "R"}}) {
+    REQUIRE(run_sluice({"join-input", "--output", file, "--rows", "400000", "--keys", "2000", "--span-ms", "600000",
+                        "--seed", seed, "--prefix", prefix})
+                .exit_code == 0);
+  }
+  const std::vector<std::string> expected = hash_join(left, right, 1000);
+  REQUIRE(expected.size() > 10'000);
+  std::mt19937 rng(std::random_device{}());
+  const auto at = std::chrono::milliseconds(std::uniform_int_distribution<int>(150, 1200)(rng));
+  const unsigned victim = std::uniform_int_distribution<unsigned>(0, 2)(rng);
+  INFO("worker " << victim << " killed " << at.count() << " ms after the start");
+  const auto start = [&f, &left, &right](unsigned index) {
+    std::vector<std::string> args = {"join", "--left", left, "--right", right, "--window-ms", "1000", "--output",
+                                     f.dir.file("out-join"), "--checkpoint-dir", f.dir.file("chk-join"),
+                                     "--parallelism", "3", "--checkpoint-interval-ms", "100", "--quiet", "--cluster",
+                                     f.etcd.endpoint(), "--job-name", "join", "--workers", "3", "--worker-index",
+                                     std::to_string(index), "--listen", "127.0.0.1:" + std::to_string(f.ports[index])};
+    return std::make_unique<tool_process>(args, f.dir.file("join-w" + std::to_string(index) + ".log"));
+  };
+  std::vector<std::unique_ptr<tool_process>> workers;
+  for (unsigned i = 0; i < 3; ++i) workers.push_back(start(i));
+  std::this_thread::sleep_for(at);
+  workers[victim]->kill(SIGKILL);
+  REQUIRE(workers[victim]->wait(10s) == -SIGKILL);  // it was still running: the job was mid-run
+  workers[victim] = start(victim);
+  expect_all_done(workers);
+  CHECK(published_lines(f.dir.file("out-join")) == expected);
 }
 
 TEST_CASE("cluster: a second process with a running worker's index is refused with exit code 2") {
