@@ -372,11 +372,19 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
                 : a.newest_allowed == ss::no_checkpoint   ? std::string("nothing: a fresh start")
                                                           : fmt::format("checkpoint {} or older", a.newest_allowed));
   dataflow::job_result result = co_await job_.run_attempt(engine_, link);
-  co_await link.stop();
+  co_await link.stop(result.exit_code != 0);
   watching.request_stop();
   co_await watching.join();
   link_ = nullptr;
-  (void)co_await etcd_.put(keys_.messages(a.number) + fmt::format("left/{}", options_.index), "", lease_);
+  // The leader waits for this key (or a new member key) before the next attempt: retried while
+  // etcd is unreachable, unless the lease is lost (then the member key is new anyway).
+  const std::string left = keys_.messages(a.number) + fmt::format("left/{}", options_.index);
+  while (!lost_) {
+    io::result<std::int64_t> put = co_await etcd_.put(left, "", lease_);
+    if (put || result.exit_code == 0) break;
+    const bool slept = co_await pause(poll_interval);
+    if (!slept) break;
+  }
   co_return result;
 }
 
