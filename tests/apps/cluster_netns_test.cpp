@@ -192,11 +192,14 @@ TEST_CASE("cluster netns: a follower cut off for longer than the lease finds its
   CHECK(count_of(log, "joined (lease") >= 2);  // it rejoined, with a new lease
   CHECK(logged_at(log, "runs attempt", up).has_value());
   std::printf("measured: partition: the others ended the attempt %ld / %ld ms after the cable was pulled; the cut-off "
-              "worker stopped its tasks after %ld ms; cable back after %ld ms; next attempt %ld ms after that\n",
+              "worker stopped its tasks after %ld ms; cable back after %ld ms; next attempt %ld ms after that, its first "
+              "checkpoint %ld ms after that\n",
               ms_between(down, logged_at(c.workers[leader]->log(), "ended:", down)),
               ms_between(down, logged_at(c.workers[other]->log(), "ended:", down)),
               ms_between(down, logged_at(log, "lost its place in the job", down)), ms_between(down, up),
-              ms_between(up, logged_at(c.workers[leader]->log(), "runs attempt", up)));
+              ms_between(up, logged_at(c.workers[leader]->log(), "runs attempt", up)),
+              ms_between(up, logged_at(c.workers[leader]->log(), "completed:", up)) -
+                  ms_between(up, logged_at(c.workers[leader]->log(), "runs attempt", up)));
 }
 
 TEST_CASE("cluster netns: a leader cut off is replaced, comes back stale, steps down and rejoins: exact output") {
@@ -236,10 +239,13 @@ TEST_CASE("cluster netns: a leader cut off is replaced, comes back stale, steps 
   // have been answered in the first moments).
   CHECK_FALSE(logged_at(log, "completed:", down + 500ms).has_value());
   std::printf("measured: stale leader: worker %s led %ld ms after the leader's cable was pulled; the old leader stopped "
-              "its tasks after %ld ms; cable back after %ld ms; next attempt %ld ms after that\n",
+              "its tasks after %ld ms; cable back after %ld ms; next attempt %ld ms after that, its first checkpoint %ld ms "
+              "after that\n",
               now_leads.c_str(), ms_between(down, logged_at(c.workers[new_leader]->log(), "leads job", down)),
               ms_between(down, logged_at(log, "lost its place in the job", down)), ms_between(down, up),
-              ms_between(up, logged_at(c.workers[new_leader]->log(), "runs attempt", up)));
+              ms_between(up, logged_at(c.workers[new_leader]->log(), "runs attempt", up)),
+              ms_between(up, logged_at(c.workers[new_leader]->log(), "completed:", up)) -
+                  ms_between(up, logged_at(c.workers[new_leader]->log(), "runs attempt", up)));
 }
 
 TEST_CASE("cluster: etcd killed mid-job and started again on its data: the workers wait or fail over, say which, and the output is exact") {
