@@ -245,7 +245,10 @@ rt::task<void> attempt_link::ports_ready() {
 
 rt::task<void> attempt_link::finish_requested() { (void)co_await finish_.wait(); }
 
-void attempt_link::failed(std::string why) { put(message_key(fmt::format("F/{}", settings_.worker)), std::move(why)); }
+void attempt_link::failed(std::string why) {
+  failed_here_ = true;
+  put(message_key(fmt::format("F/{}", settings_.worker)), std::move(why));
+}
 
 void attempt_link::end(std::string why) {
   if (ended_.is_set()) return;
@@ -255,6 +258,9 @@ void attempt_link::end(std::string why) {
 
 rt::task<std::string> attempt_link::ended() {
   const bool woken = co_await ended_.wait();
+  // Stopped instead: the runner stops this wait once its tasks have all ended, just before it
+  // destroys them (dataflow/runner.cpp), so from now on nothing may reach them.
+  if (!woken) tasks_done_ = true;
   co_return woken ? ended_why_ : std::string();
 }
 
@@ -326,7 +332,11 @@ void attempt_link::on_message(std::string_view suffix, const std::string& value,
     }
     return;
   }
-  // A follower: the leader's words, to this worker's tasks.
+  // A follower: the leader's words, to this worker's tasks, while they exist. Once the attempt
+  // ended here (end(), this worker's failure, or its tasks all done: see ended()) the runner
+  // stops and destroys them, and a message the watch delivers late (a watch stalled on a silent
+  // network, then resumed) must not reach them.
+  if (ended_.is_set() || failed_here_ || tasks_done_) return;
   if (kind == 'f') {
     finish_.set();
   } else if (kind == 't') {

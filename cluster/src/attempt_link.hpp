@@ -124,6 +124,8 @@ class attempt_link final : public dataflow::cluster_link, public snapshot::check
   runtime::event finish_;
   runtime::event ended_;
   std::string ended_why_;
+  bool failed_here_ = false;  // failed() was called: this worker's tasks are going
+  bool tasks_done_ = false;   // the runner stopped waiting in ended(): its tasks are going
   std::deque<std::pair<std::string, std::string>> outbox_;  // messages not yet written, in order
   bool sending_ = false;                                    // send_outbox runs
   runtime::scope scope_;  // background puts and tidying
