@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # One job across three worker processes, coordinated through etcd (README "A job across hosts"):
 #   1. installs what is missing (etcd included), builds the sluice tool (Release);
-#   2. starts a private etcd on a Unix socket in a temporary directory;
+#   2. starts a private etcd;
 #   3. runs word count in one process (the reference result);
-#   4. runs it as three workers on loopback, kills one with SIGKILL mid-run, starts it again, and
-#      compares the published output with the reference.
-#   scripts/run-cluster-demo.sh [--lines N] [--kill-after-ms MS] [--victim I]
+#   4. runs it as three workers, kills one with SIGKILL mid-run, starts it again, and compares the
+#      published output with the reference.
+#   scripts/run-cluster-demo.sh [--lines N] [--kill-after-ms MS] [--victim I] [--loopback]
 #
-# The workers run on this host's loopback (ports the kernel picked for them); across hosts, give
-# each its own --listen/--advertise address and a shared checkpoint directory (README).
+# As root (with iproute2), etcd and each worker run on "hosts" of their own: network namespaces
+# sluice-demo-<pid>-{etcd,w0,w1,w2} on one bridge (in a namespace sluice-demo-<pid>-hub),
+# 10.210.0.2-5, etcd over TCP at http://10.210.0.2:2379 and each worker's data port at
+# <its address>:7000 (tests/support/netns.hpp builds the same). They are deleted on exit.
+# Otherwise (or with --loopback) everything runs on this host: etcd on a Unix socket, the workers on
+# loopback ports the kernel picked. Across real hosts, give each worker its own --listen/--advertise
+# address and a shared checkpoint directory (README).
 # Environment: SLUICE_BUILD_DIR=<dir> (default <repo>/build), SLUICE_JOBS=<n>, SLUICE_SKIP_DEPS=1,
 # SLUICE_DEMO_DIR=<dir> (default: a fresh temporary directory).
 set -euo pipefail
@@ -21,12 +26,14 @@ source "$repo/scripts/deps.sh"
 lines=2000000
 kill_after_ms=1500
 victim=1
+loopback=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --lines) lines=$2; shift 2 ;;
     --kill-after-ms) kill_after_ms=$2; shift 2 ;;
     --victim) victim=$2; shift 2 ;;
-    *) echo "usage: $0 [--lines N] [--kill-after-ms MS] [--victim 0|1|2]" >&2; exit 2 ;;
+    --loopback) loopback=1; shift ;;
+    *) echo "usage: $0 [--lines N] [--kill-after-ms MS] [--victim 0|1|2] [--loopback]" >&2; exit 2 ;;
   esac
 done
 
@@ -39,25 +46,79 @@ rm -rf "$work/reference" "$work/reference-checkpoints" "$work/out" "$work/checkp
 
 pids=()
 etcd_pid=
+ns_prefix=sluice-demo-$$-
+namespaces=()
 cleanup() {
   for p in "${pids[@]}" $etcd_pid; do kill -KILL "$p" 2>/dev/null || true; done
+  for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 
-echo "==> starting etcd on a Unix socket"
-# etcd 3.4 spells a Unix listener unix://NAME:PORT, relative to its working directory.
+# Hosts as network namespaces, when this can make them.
+use_netns=0
+if [ "$loopback" = 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "==> not root: no network namespaces; etcd and the workers share this host's loopback"
+  elif ! command -v ip >/dev/null 2>&1; then
+    echo "==> iproute2's ip is missing: no network namespaces; running on loopback"
+  elif ! command -v nsenter >/dev/null 2>&1; then
+    echo "==> nsenter (util-linux) is missing: no network namespaces; running on loopback"
+  elif ! ip netns add "${ns_prefix}hub" 2>/dev/null; then
+    echo "==> ip netns add failed here: no network namespaces; running on loopback"
+  else
+    namespaces+=("${ns_prefix}hub")
+    use_netns=1
+  fi
+fi
+# What runs a command on host $1: nsenter execs the command itself (`ip netns exec` may fork and
+# wait), so a background process's $! is the worker or etcd itself, which the demo kills.
+enter() { entered=(); if [ "$use_netns" = 1 ]; then entered=(nsenter "--net=/var/run/netns/${ns_prefix}$1"); fi; }
+in_host() { enter "$1"; shift; "${entered[@]}" "$@"; }
+if [ "$use_netns" = 1 ]; then
+  hub=${ns_prefix}hub
+  ip -n "$hub" link add br0 type bridge
+  ip -n "$hub" link set br0 up
+  n=2
+  for h in etcd w0 w1 w2; do
+    ns=${ns_prefix}$h
+    ip netns add "$ns"
+    namespaces+=("$ns")
+    ip link add "v$n" netns "$hub" type veth peer name eth0 netns "$ns"
+    ip -n "$hub" link set "v$n" master br0 up
+    ip -n "$ns" addr add "10.210.0.$n/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    n=$((n + 1))
+  done
+  echo "==> hosts: etcd 10.210.0.2, workers 10.210.0.3-5 (network namespaces ${ns_prefix}*, one bridge)"
+fi
+
 rm -rf "$work/etcd.data" "$work/etcd.client:0" "$work/etcd.peer:0"
-(cd "$work" && exec etcd --name etcd --data-dir "$work/etcd.data" \
-   --listen-client-urls unix://etcd.client:0 --advertise-client-urls unix://etcd.client:0 \
-   --listen-peer-urls unix://etcd.peer:0 --initial-advertise-peer-urls unix://etcd.peer:0 \
-   --initial-cluster etcd=unix://etcd.peer:0 >"$work/etcd.log" 2>&1) &
-etcd_pid=$!
-endpoint="unix://$work/etcd.client:0"
+if [ "$use_netns" = 1 ]; then
+  echo "==> starting etcd on its own host, over TCP"
+  endpoint=http://10.210.0.2:2379
+  enter etcd
+  "${entered[@]}" etcd --name etcd --data-dir "$work/etcd.data" \
+    --listen-client-urls "$endpoint" --advertise-client-urls "$endpoint" \
+    --listen-peer-urls http://10.210.0.2:2380 --initial-advertise-peer-urls http://10.210.0.2:2380 \
+    --initial-cluster etcd=http://10.210.0.2:2380 >"$work/etcd.log" 2>&1 &
+  etcd_pid=$!
+else
+  echo "==> starting etcd on a Unix socket"
+  # etcd 3.4 spells a Unix listener unix://NAME:PORT, relative to its working directory.
+  (cd "$work" && exec etcd --name etcd --data-dir "$work/etcd.data" \
+     --listen-client-urls unix://etcd.client:0 --advertise-client-urls unix://etcd.client:0 \
+     --listen-peer-urls unix://etcd.peer:0 --initial-advertise-peer-urls unix://etcd.peer:0 \
+     --initial-cluster etcd=unix://etcd.peer:0 >"$work/etcd.log" 2>&1) &
+  etcd_pid=$!
+  endpoint="unix://$work/etcd.client:0"
+fi
+disown "$etcd_pid"  # killed on exit without bash's "Killed" report
 for _ in $(seq 100); do
-  [ -S "$work/etcd.client:0" ] && ETCDCTL_API=3 etcdctl --endpoints "$endpoint" endpoint health >/dev/null 2>&1 && break
+  in_host etcd env ETCDCTL_API=3 etcdctl --endpoints "$endpoint" endpoint health >/dev/null 2>&1 && break
   sleep 0.1
 done
-ETCDCTL_API=3 etcdctl --endpoints "$endpoint" endpoint health
+in_host etcd env ETCDCTL_API=3 etcdctl --endpoints "$endpoint" endpoint health
 
 "$sluice" corpus --output "$work/corpus.txt" --lines "$lines" --seed 42
 
@@ -66,17 +127,22 @@ echo "==> 1. word count in one process (the reference)"
   --checkpoint-dir "$work/reference-checkpoints" --quiet
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-ports=("$(free_port)" "$(free_port)" "$(free_port)")
+if [ "$use_netns" = 1 ]; then
+  listen=(10.210.0.3:7000 10.210.0.4:7000 10.210.0.5:7000)
+else
+  listen=("127.0.0.1:$(free_port)" "127.0.0.1:$(free_port)" "127.0.0.1:$(free_port)")
+fi
 start_worker() {
   local i=$1
-  "$sluice" wordcount --input "$work/corpus.txt" --output "$work/out" --checkpoint-dir "$work/checkpoints" \
+  enter "w$i"
+  "${entered[@]}" "$sluice" wordcount --input "$work/corpus.txt" --output "$work/out" --checkpoint-dir "$work/checkpoints" \
     --parallelism 3 --checkpoint-interval-ms 200 --quiet \
-    --cluster "$endpoint" --job-name demo --workers 3 --worker-index "$i" --listen "127.0.0.1:${ports[$i]}" \
+    --cluster "$endpoint" --job-name demo --workers 3 --worker-index "$i" --listen "${listen[$i]}" \
     >>"$work/worker-$i.log" 2>&1 &
   pids[$i]=$!
 }
 
-echo "==> 2. the same job as 3 workers (data ports ${ports[*]}); worker $victim gets SIGKILL after ${kill_after_ms} ms"
+echo "==> 2. the same job as 3 workers (data ports ${listen[*]}); worker $victim gets SIGKILL after ${kill_after_ms} ms"
 for i in 0 1 2; do start_worker "$i"; done
 sleep "$(awk -v ms="$kill_after_ms" 'BEGIN { printf "%.3f", ms / 1000 }')"
 if kill -KILL "${pids[$victim]}" 2>/dev/null; then

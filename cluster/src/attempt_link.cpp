@@ -105,12 +105,36 @@ std::string attempt_link::message_key(std::string_view suffix) const {
   return settings_.where->messages(attempt_.number) + std::string(suffix);
 }
 
-rt::task<void> attempt_link::put_now(std::string key, std::string value) {
-  io::result<std::int64_t> done = co_await etcd_.put(std::move(key), std::move(value));
-  if (!done) rt::log::warn("cluster: {}", done.error().message());
+// One sender writes the outbox in call order. A put that fails (etcd unreachable, restarting,
+// timed out) is tried again until it is written or the attempt stops: a lost message could hang
+// the job (an end of data, the final `f`, a `ready/`), and writing the same value twice is harmless.
+rt::task<void> attempt_link::send_outbox() {
+  bool warned = false;
+  while (!outbox_.empty()) {
+    io::result<std::int64_t> done = co_await etcd_.put(outbox_.front().first, outbox_.front().second);
+    if (done) {
+      if (warned) rt::log::info("cluster: etcd takes this worker's messages again");
+      warned = false;
+      outbox_.pop_front();
+      continue;
+    }
+    if (done.error().code() == std::errc::operation_canceled) break;  // abandoned (stop(true))
+    if (!warned) {
+      rt::log::warn("cluster: {}; {} message(s) wait to be written, retrying", done.error().message(), outbox_.size());
+    }
+    warned = true;
+    const bool slept = co_await rt::sleep_for(std::chrono::milliseconds(200));
+    if (!slept) break;
+  }
+  sending_ = false;
 }
 
-void attempt_link::put(std::string key, std::string value) { scope_.spawn(put_now(std::move(key), std::move(value))); }
+void attempt_link::put(std::string key, std::string value) {
+  outbox_.emplace_back(std::move(key), std::move(value));
+  if (sending_) return;
+  sending_ = true;
+  scope_.spawn(send_outbox());
+}
 
 // --- the leader's coordinator ---------------------------------------------------------------------
 
@@ -212,7 +236,7 @@ rt::task<void> wait_for(rt::event* e) { (void)co_await e->wait(); }
 }  // namespace
 
 rt::task<void> attempt_link::ports_ready() {
-  co_await put_now(message_key(fmt::format("ready/{}", settings_.worker)), "");
+  put(message_key(fmt::format("ready/{}", settings_.worker)), "");
   while (!all_ready_.is_set() && !ended_.is_set()) {
     const bool ready = co_await rt::with_timeout(wait_for(&all_ready_), std::chrono::milliseconds(100));
     (void)ready;
@@ -221,7 +245,10 @@ rt::task<void> attempt_link::ports_ready() {
 
 rt::task<void> attempt_link::finish_requested() { (void)co_await finish_.wait(); }
 
-void attempt_link::failed(std::string why) { put(message_key(fmt::format("F/{}", settings_.worker)), std::move(why)); }
+void attempt_link::failed(std::string why) {
+  failed_here_ = true;
+  put(message_key(fmt::format("F/{}", settings_.worker)), std::move(why));
+}
 
 void attempt_link::end(std::string why) {
   if (ended_.is_set()) return;
@@ -231,6 +258,9 @@ void attempt_link::end(std::string why) {
 
 rt::task<std::string> attempt_link::ended() {
   const bool woken = co_await ended_.wait();
+  // Stopped instead: the runner stops this wait once its tasks have all ended, just before it
+  // destroys them (dataflow/runner.cpp), so from now on nothing may reach them.
+  if (!woken) tasks_done_ = true;
   co_return woken ? ended_why_ : std::string();
 }
 
@@ -302,7 +332,11 @@ void attempt_link::on_message(std::string_view suffix, const std::string& value,
     }
     return;
   }
-  // A follower: the leader's words, to this worker's tasks.
+  // A follower: the leader's words, to this worker's tasks, while they exist. Once the attempt
+  // ended here (end(), this worker's failure, or its tasks all done: see ended()) the runner
+  // stops and destroys them, and a message the watch delivers late (a watch stalled on a silent
+  // network, then resumed) must not reach them.
+  if (ended_.is_set() || failed_here_ || tasks_done_) return;
   if (kind == 'f') {
     finish_.set();
   } else if (kind == 't') {
@@ -380,8 +414,9 @@ rt::task<void> attempt_link::run() {
   }
 }
 
-rt::task<void> attempt_link::stop() {
+rt::task<void> attempt_link::stop(bool abandon) {
   stop_.set();
+  if (abandon) scope_.request_stop();
   co_await scope_.join();
 }
 

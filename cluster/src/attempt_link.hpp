@@ -31,6 +31,7 @@
 #include <sluice/runtime/scope.hpp>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -57,7 +58,9 @@ class attempt_link final : public dataflow::cluster_link, public snapshot::check
   runtime::task<void> run();
   // Ends the attempt here with `why` (the worker lost its lease, say).
   void end(std::string why);
-  runtime::task<void> stop();
+  // Ends the watch, and waits for the messages still to be written; with `abandon` (the attempt
+  // failed), drops them instead: an unreachable etcd must not hold a failed attempt up.
+  runtime::task<void> stop(bool abandon);
 
   // cluster_link
   unsigned workers() const noexcept override { return static_cast<unsigned>(attempt_.ports.size()); }
@@ -94,8 +97,8 @@ class attempt_link final : public dataflow::cluster_link, public snapshot::check
  private:
   class remote_task;
   std::string message_key(std::string_view suffix) const;
-  void put(std::string key, std::string value);  // in the background, in call order
-  runtime::task<void> put_now(std::string key, std::string value);
+  void put(std::string key, std::string value);  // in the background, in call order, retried
+  runtime::task<void> send_outbox();
   runtime::task<void> tidy(snapshot::checkpoint_id published, std::int64_t revision);
   void on_event(const etcd::watch_event& e);
   void on_message(std::string_view suffix, const std::string& value, bool deleted);
@@ -121,6 +124,10 @@ class attempt_link final : public dataflow::cluster_link, public snapshot::check
   runtime::event finish_;
   runtime::event ended_;
   std::string ended_why_;
+  bool failed_here_ = false;  // failed() was called: this worker's tasks are going
+  bool tasks_done_ = false;   // the runner stopped waiting in ended(): its tasks are going
+  std::deque<std::pair<std::string, std::string>> outbox_;  // messages not yet written, in order
+  bool sending_ = false;                                    // send_outbox runs
   runtime::scope scope_;  // background puts and tidying
   runtime::event stop_;
 };

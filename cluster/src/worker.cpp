@@ -35,17 +35,25 @@ namespace {
 
 constexpr auto poll_interval = std::chrono::milliseconds(200);
 
+etcd::client_options renewal_options(std::chrono::seconds ttl) {
+  etcd::client_options o;
+  o.request_timeout = std::max(std::chrono::milliseconds(300), std::chrono::duration_cast<std::chrono::milliseconds>(ttl) / 3);
+  return o;
+}
+
 class worker_loop {
  public:
   worker_loop(dataflow::job_worker& job, const dataflow::job_plan& plan, worker_options options, rt::engine& eng)
       : job_(job), plan_(plan), options_(std::move(options)), engine_(eng), keys_(options_.job_name),
-        etcd_(etcd::endpoint::parse(options_.endpoint).value()) {}
+        etcd_(etcd::endpoint::parse(options_.endpoint).value()),
+        renewal_(etcd::endpoint::parse(options_.endpoint).value(), renewal_options(options_.lease_ttl)) {}
 
   rt::task<dataflow::job_result> run();
 
  private:
   rt::task<io::result<void>> join();               // lease + member key
   rt::task<void> keep_alive();                     // until stopped; flags lost_
+  void lose_lease(std::string why, const std::string& line);
   rt::task<io::result<void>> campaign();           // sets leader_, epoch_
   rt::task<std::optional<attempt_record>> start_attempt();  // leader
   rt::task<std::optional<attempt_record>> await_attempt();  // follower
@@ -59,6 +67,7 @@ class worker_loop {
   rt::engine& engine_;
   keys keys_;
   etcd::client etcd_;
+  etcd::client renewal_;  // the lease's renewals only: calls bounded by a third of the TTL
   std::int64_t lease_ = 0;
   std::int64_t member_revision_ = 0;
   bool lost_ = false;  // the lease is gone
@@ -73,6 +82,17 @@ class worker_loop {
 };
 
 rt::task<io::result<void>> worker_loop::join() {
+  if (lost_ && lease_ != 0) {
+    // Presumed lost, maybe not gone (etcd was unreachable, not this lease's end: an etcd restarted
+    // renews every lease). Gone now, and with it this worker's member key and, if it led, the
+    // leader key: otherwise its own old key would refuse it below. Best effort: it may be gone.
+    io::result<void> revoked = co_await etcd_.lease_revoke(lease_);
+    if (revoked) {
+      rt::log::info("cluster: worker {} gave up its old lease {:x}, which etcd still held", options_.index, lease_);
+    } else if (revoked.error().code() != etcd::make_error_code(etcd::grpc_code::not_found)) {
+      co_return revoked.error();  // etcd unreachable still: try again later
+    }
+  }
   io::result<etcd::lease> lease = co_await etcd_.lease_grant(options_.lease_ttl.count());
   if (!lease) co_return lease.error();
   lease_ = lease->id;
@@ -114,29 +134,79 @@ rt::task<io::result<void>> worker_loop::join() {
   co_return io::result<void>{};
 }
 
+// Renews the lease every third of its TTL, on a connection of its own (renewal_) whose calls are
+// bounded by that third, so a renewal neither waits behind the attempt's requests nor hangs on a
+// silent network. The lease is presumed gone once no renewal succeeded for a whole TTL, counted
+// from the last successful renewal's request: etcd cannot have expired it any earlier, and the
+// others may see it gone from then on. The worker then stops its tasks (it ends the attempt) and
+// rejoins with a new lease. A partitioned worker thus stops on its own, within the TTL, instead of
+// running on until it can reach etcd again.
 rt::task<void> worker_loop::keep_alive() {
-  const auto every = std::chrono::duration_cast<std::chrono::milliseconds>(options_.lease_ttl) / 3;
+  using ms = std::chrono::milliseconds;
+  const auto ttl = std::chrono::duration_cast<ms>(options_.lease_ttl);
+  const auto every = ttl / 3;
   bool warned = false;
+  auto renewed = engine_.at(0).now();  // join() granted it just now
+  auto next = renewed + every;
+  std::int64_t renewing = lease_;
   for (;;) {
-    const bool slept = co_await rt::sleep_for(every);
-    if (!slept) co_return;
+    // Until the next renewal, or the moment the lease is presumed gone if that comes first (once
+    // lost, until the rejoin's new lease).
+    const auto now = engine_.at(0).now();
+    const auto wake = lost_ ? now + every : std::min(next, renewed + ttl);
+    if (wake > now) {
+      const bool slept = co_await rt::sleep_for(std::chrono::duration_cast<ms>(wake - now));
+      if (!slept) co_return;
+    }
     if (lost_) continue;
-    io::result<std::int64_t> ttl = co_await etcd_.lease_keepalive(lease_);
-    if (ttl) {
-      if (warned) rt::log::info("cluster: etcd answers again");
+    if (lease_ != renewing) {  // a new lease (after a rejoin)
+      renewing = lease_;
+      renewed = engine_.at(0).now();
+      next = renewed + every;
       warned = false;
       continue;
     }
-    if (ttl.error().code() == etcd::make_error_code(etcd::errc::lease_expired)) {
-      rt::log::error("cluster: worker {}'s lease expired: it lost its place in the job and rejoins", options_.index);
-      lost_ = true;
-      if (link_ != nullptr) link_->end("this worker's lease expired (it was cut off from etcd)");
-    } else if (!warned) {
-      rt::log::warn("cluster: renewing the lease: {}; the job goes on, checkpoints cannot complete meanwhile",
-                    ttl.error().message());
-      warned = true;
+    const auto asked = engine_.at(0).now();
+    const auto left = std::chrono::duration_cast<ms>(renewed + ttl - asked);
+    std::optional<io::result<std::int64_t>> ttl_left;
+    if (left > ms(0)) ttl_left = co_await rt::with_timeout(renewal_.lease_keepalive(lease_), left);
+    if (lost_ || lease_ != renewing) continue;
+    if (ttl_left && *ttl_left) {
+      if (warned) rt::log::info("cluster: etcd answers again; worker {} kept its lease", options_.index);
+      warned = false;
+      renewed = asked;
+      next = asked + every;
+      continue;
     }
+    if (ttl_left && ttl_left->error().code() == etcd::make_error_code(etcd::errc::lease_expired)) {
+      lose_lease("this worker's lease expired (it was cut off from etcd)",
+                 fmt::format("cluster: worker {}'s lease expired: it lost its place in the job and rejoins",
+                             options_.index));
+      continue;
+    }
+    const std::string cause = ttl_left ? ttl_left->error().message() : std::string("no answer");
+    const auto silent = std::chrono::duration_cast<ms>(engine_.at(0).now() - renewed);
+    if (silent >= ttl) {
+      lose_lease(fmt::format("this worker could not renew its lease for {} ms", silent.count()),
+                 fmt::format("cluster: worker {} could not renew its lease for {} ms ({}): it presumes the lease "
+                             "expired, so it lost its place in the job: it stops its tasks and rejoins",
+                             options_.index, silent.count(), cause));
+      continue;
+    }
+    if (!warned) {
+      rt::log::warn("cluster: renewing the lease: {}; the job goes on, checkpoints cannot complete meanwhile; "
+                    "the lease is presumed lost in {} ms",
+                    cause, (ttl - silent).count());
+    }
+    warned = true;
+    next = engine_.at(0).now() + std::min(every, ms(250));  // soon again: the lease is running out
   }
+}
+
+void worker_loop::lose_lease(std::string why, const std::string& line) {
+  rt::log::error("{}", line);
+  lost_ = true;
+  if (link_ != nullptr) link_->end(std::move(why));
 }
 
 rt::task<io::result<void>> worker_loop::campaign() {
@@ -154,7 +224,13 @@ rt::task<io::result<void>> worker_loop::campaign() {
     }
     if (!r->ranges.empty() && !r->ranges[0].empty()) {
       const etcd::key_value& kv = r->ranges[0][0];
+      const bool led = leader_;
       leader_ = kv.value == std::to_string(options_.index) && kv.lease == lease_;
+      if (led && !leader_ && kv.create_revision != epoch_) {
+        rt::log::warn("cluster: worker {} led epoch {}, which is over: worker {} leads now (epoch {}); it steps down "
+                      "and follows",
+                      options_.index, epoch_, kv.value, kv.create_revision);
+      }
       epoch_ = kv.create_revision;
       co_return io::result<void>{};
     }
@@ -296,11 +372,19 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
                 : a.newest_allowed == ss::no_checkpoint   ? std::string("nothing: a fresh start")
                                                           : fmt::format("checkpoint {} or older", a.newest_allowed));
   dataflow::job_result result = co_await job_.run_attempt(engine_, link);
-  co_await link.stop();
+  co_await link.stop(result.exit_code != 0);
   watching.request_stop();
   co_await watching.join();
   link_ = nullptr;
-  (void)co_await etcd_.put(keys_.messages(a.number) + fmt::format("left/{}", options_.index), "", lease_);
+  // The leader waits for this key (or a new member key) before the next attempt: retried while
+  // etcd is unreachable, unless the lease is lost (then the member key is new anyway).
+  const std::string left = keys_.messages(a.number) + fmt::format("left/{}", options_.index);
+  while (!lost_) {
+    io::result<std::int64_t> put = co_await etcd_.put(left, "", lease_);
+    if (put || result.exit_code == 0) break;
+    const bool slept = co_await pause(poll_interval);
+    if (!slept) break;
+  }
   co_return result;
 }
 

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -45,23 +46,34 @@ inline unsigned free_port() {
 }
 
 // One `sluice ...` process, its output in <log>; killed (SIGKILL) if still running when destroyed.
+// With `netns`, it runs inside that network namespace (by name, tests/support/netns.hpp), joined by
+// setns(2) in the child before exec; `env` entries ("NAME=value") are added to its environment.
 class tool_process {
  public:
-  tool_process(std::vector<std::string> args, std::string log) : log_(std::move(log)) {
+  tool_process(std::vector<std::string> args, std::string log, std::string netns = {}, std::vector<std::string> env = {})
+      : log_(std::move(log)) {
     std::vector<char*> argv;
     std::string tool = SLUICE_TOOL_PATH;
     argv.push_back(tool.data());
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    std::vector<char*> envp;  // built before fork: the child only switches and execs
+    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const int nsfd = netns.empty() ? -1 : ::open(("/var/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (!netns.empty() && nsfd < 0) throw std::runtime_error("tool_process: no network namespace " + netns);
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (nsfd >= 0 && ::setns(nsfd, CLONE_NEWNET) != 0) ::_exit(125);
       const int out = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (out < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) ::_exit(127);
-      ::execv(argv[0], argv.data());
+      ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
+    if (nsfd >= 0) ::close(nsfd);
   }
   tool_process(const tool_process&) = delete;
   tool_process& operator=(const tool_process&) = delete;

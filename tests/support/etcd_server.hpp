@@ -15,6 +15,12 @@
 // a stale client socket file (after a kill) and then fails with "bind: address already in use":
 // launch() removes the old socket files first.
 //
+// TCP instead (etcd_server_options::tcp_host): client and peer URLs http://HOST:2379 and :2380,
+// for an etcd alone in a network namespace of its own (options.netns, tests/support/netns.hpp),
+// where fixed ports conflict with nothing. The child joins that namespace before exec, and the
+// health probe runs on a thread of its own that joins it too (setns(2) moves only the calling
+// thread).
+//
 // Elections are fast (heartbeat 10 ms, election timeout 100 ms), so a member is up in well under a
 // second, and the shortest lease etcd grants is 1 s. etcd's output goes to <dir>/<name>.log, which
 // start()'s errors quote. The child gets SIGKILL if the test process dies (PR_SET_PDEATHSIG).
@@ -30,6 +36,9 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -54,6 +63,8 @@ struct etcd_server_options {
   std::string name = "n1";
   std::string initial_cluster;  // "" means this member alone; else cluster_string(names)
   std::string initial_cluster_state = "new";
+  std::string tcp_host;  // "" = Unix sockets; else http://tcp_host:2379 (peers :2380)
+  std::string netns;     // "" = this network namespace; else the one etcd runs in (by name)
 };
 
 // "n1=unix://n1.peer:0,n2=unix://n2.peer:0,...": --initial-cluster for members sharing a directory.
@@ -92,9 +103,14 @@ class etcd_server {
 
   const std::string& name() const noexcept { return options_.name; }
   std::string client_socket() const { return dir_ + "/" + options_.name + ".client:0"; }
-  std::string peer_url() const { return "unix://" + options_.name + ".peer:0"; }  // relative to dir
+  std::string peer_url() const {  // relative to dir
+    return tcp() ? "http://" + options_.tcp_host + ":2380" : "unix://" + options_.name + ".peer:0";
+  }
+  std::string client_url() const {
+    return tcp() ? "http://" + options_.tcp_host + ":2379" : "unix://" + options_.name + ".client:0";
+  }
   // What etcd::endpoint::parse takes.
-  std::string endpoint() const { return "unix://" + client_socket(); }
+  std::string endpoint() const { return tcp() ? client_url() : "unix://" + client_socket(); }
   std::string data_dir() const { return dir_ + "/" + options_.name + ".data"; }
   std::string log_path() const { return dir_ + "/" + options_.name + ".log"; }
   bool running() const noexcept { return pid_ > 0; }
@@ -115,7 +131,7 @@ class etcd_server {
     std::error_code ignored;
     std::filesystem::remove(client_socket(), ignored);
     std::filesystem::remove(dir_ + "/" + options_.name + ".peer:0", ignored);
-    const std::string client_url = "unix://" + options_.name + ".client:0";
+    const std::string client_url = this->client_url();
     const std::string cluster =
         options_.initial_cluster.empty() ? options_.name + "=" + peer_url() : options_.initial_cluster;
     const std::vector<std::string> args = {
@@ -138,11 +154,14 @@ class etcd_server {
     argv.push_back(nullptr);
     const std::string log = log_path();
     const pid_t parent = ::getpid();
+    const int nsfd = options_.netns.empty() ? -1 : ::open(("/var/run/netns/" + options_.netns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (!options_.netns.empty() && nsfd < 0) throw std::runtime_error("etcd: no network namespace " + options_.netns);
     const pid_t child = ::fork();
     if (child < 0) throw std::runtime_error("fork for etcd: " + std::string(std::strerror(errno)));
     if (child == 0) {  // only async-signal-safe calls until exec
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(126);
+      if (nsfd >= 0 && ::setns(nsfd, CLONE_NEWNET) != 0) ::_exit(125);
       if (::chdir(dir_.c_str()) != 0) ::_exit(126);
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (fd < 0) ::_exit(126);
@@ -151,6 +170,7 @@ class etcd_server {
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
+    if (nsfd >= 0) ::close(nsfd);
     pid_ = child;
   }
 
@@ -203,25 +223,18 @@ class etcd_server {
 
   // GET /health over a plain blocking socket (1 s at most): true when etcd answers "true".
   bool healthy() const {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
-    timeval tv{1, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_un sun{};
-    sun.sun_family = AF_UNIX;
-    const std::string path = client_socket();
-    std::strncpy(sun.sun_path, path.c_str(), sizeof sun.sun_path - 1);
-    std::string reply;
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&sun), sizeof sun) == 0) {
-      const char request[] = "GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-      if (::send(fd, request, sizeof request - 1, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof request - 1)) {
-        char buf[1024];
-        for (ssize_t n; reply.size() < 65536 && (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
-      }
+    if (!options_.netns.empty()) {  // probed from a thread inside etcd's namespace
+      bool answer = false;
+      std::thread probe([this, &answer] {
+        const int nsfd = ::open(("/var/run/netns/" + options_.netns).c_str(), O_RDONLY | O_CLOEXEC);
+        if (nsfd < 0) return;
+        if (::setns(nsfd, CLONE_NEWNET) == 0) answer = probe_health();
+        ::close(nsfd);
+      });
+      probe.join();
+      return answer;
     }
-    ::close(fd);
-    return reply.find("\"health\":\"true\"") != std::string::npos;
+    return probe_health();
   }
 
   // The last lines of etcd's log.
@@ -234,6 +247,47 @@ class etcd_server {
   }
 
  private:
+  bool tcp() const noexcept { return !options_.tcp_host.empty(); }
+
+  // One GET /health in the calling thread's network namespace.
+  bool probe_health() const {
+    int fd = -1;
+    sockaddr_storage where{};
+    socklen_t where_len = 0;
+    if (tcp()) {
+      fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      auto* sin = reinterpret_cast<sockaddr_in*>(&where);
+      sin->sin_family = AF_INET;
+      sin->sin_port = htons(2379);
+      if (::inet_pton(AF_INET, options_.tcp_host.c_str(), &sin->sin_addr) != 1) {
+        if (fd >= 0) ::close(fd);
+        return false;
+      }
+      where_len = sizeof(sockaddr_in);
+    } else {
+      fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      auto* sun = reinterpret_cast<sockaddr_un*>(&where);
+      sun->sun_family = AF_UNIX;
+      const std::string path = client_socket();
+      std::strncpy(sun->sun_path, path.c_str(), sizeof sun->sun_path - 1);
+      where_len = sizeof(sockaddr_un);
+    }
+    if (fd < 0) return false;
+    timeval tv{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    std::string reply;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&where), where_len) == 0) {
+      const char request[] = "GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+      if (::send(fd, request, sizeof request - 1, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof request - 1)) {
+        char buf[1024];
+        for (ssize_t n; reply.size() < 65536 && (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
+      }
+    }
+    ::close(fd);
+    return reply.find("\"health\":\"true\"") != std::string::npos;
+  }
+
   std::string dir_;
   etcd_server_options options_;
   pid_t pid_ = -1;
