@@ -9,6 +9,8 @@
 
 #include <sluice/runtime/offload.hpp>
 
+#include "helper_thread.hpp"
+
 #include <pthread.h>
 #include <signal.h>
 
@@ -40,9 +42,7 @@ struct blocking_pool::state {
   }
 
   void thread_main() {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals belong to the engine's signalfd
+    detail::block_all_signals();
     std::unique_lock lock(mutex);
     for (;;) {
       if (head == nullptr) {

@@ -12,6 +12,8 @@
 // (the parent's queued lines are the parent's to write).
 
 #include <sluice/runtime/executor.hpp>
+
+#include "helper_thread.hpp"
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/system.hpp>
 
@@ -119,9 +121,7 @@ struct writer {
   }
 
   void run() {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals belong to the engine's signalfd
+    detail::block_all_signals();
     std::unique_lock lock(mutex);
     for (;;) {
       work.wait(lock, [this] { return !writing && (!lines.empty() || dropped != 0 || stopping); });
