@@ -30,7 +30,9 @@
 // does not encrypt, and frames after the hello have only TCP's checksum and the header CRC (see
 // hello.hpp). Bounds on the port: at most max_unauthenticated accepted connections are in their
 // hello (one more is closed at once), each must finish it within hello_timeout, and one in its hello
-// holds no receive buffer and no channel table (those come after it).
+// holds no receive buffer and no channel table (those come after it). A flood of refusals is logged
+// a few lines per reason per refusal_log_window, with a summary line counting the rest
+// (transport_options).
 // Dialing. A dial retries, with backoff up to 1 s, on a refused or reset connection, a hello cut
 // short, and a peer not at this epoch yet, until connect_timeout; then its channels fail with the
 // last error. A peer at a newer epoch (this worker is stale), another job or a wrong secret fail them
@@ -92,6 +94,12 @@ struct transport_options {
   std::chrono::milliseconds hello_timeout{5'000};
   // Accepted connections still in their hello; one more is closed at once.
   std::size_t max_unauthenticated = 64;
+  // Refusals are logged one line each, but at most refusal_log_lines per reason in each
+  // refusal_log_window; the rest of that window are counted in one summary line when it ends
+  // (log_budget.hpp), so a flood writes a few lines per reason, and each refusal is still in exactly
+  // one line or one summary's count. The counters (transport_stats::rejected) count every one.
+  std::size_t refusal_log_lines = 10;
+  std::chrono::milliseconds refusal_log_window{10'000};
   // How long a dial keeps retrying (refused, reset during the hello, peer not at this epoch yet).
   std::chrono::milliseconds connect_timeout{30'000};
 
