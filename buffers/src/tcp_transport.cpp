@@ -48,13 +48,14 @@ runtime::task<io::result<std::unique_ptr<tcp_transport>>> tcp_transport::start(i
                                     options.send_batch_bytes, options.max_channels_per_connection));
   }
   if (options.hello_timeout.count() <= 0 || options.connect_timeout.count() < 0 || options.max_unauthenticated == 0 ||
-      options.refusal_log_window.count() <= 0) {
+      options.max_unauthenticated_per_source == 0 || options.refusal_log_window.count() <= 0) {
     co_return io::error(std::make_error_code(std::errc::invalid_argument),
                         fmt::format("tcp transport: bad options (hello timeout {} ms, connect timeout {} ms, max "
-                                    "unauthenticated {}, refusal log window {} ms): the hello timeout, the cap "
-                                    "and the window must be positive",
+                                    "unauthenticated {}, {} per source, refusal log window {} ms): the hello "
+                                    "timeout, the caps and the window must be positive",
                                     options.hello_timeout.count(), options.connect_timeout.count(),
-                                    options.max_unauthenticated, options.refusal_log_window.count()));
+                                    options.max_unauthenticated, options.max_unauthenticated_per_source,
+                                    options.refusal_log_window.count()));
   }
   io::result<io::tcp_listener> listener = io::tcp_listener::listen(listen_on);
   if (!listener) co_return std::move(listener).error();

@@ -173,6 +173,9 @@ class transport_core {
   std::map<std::string, std::uint64_t> dialed_;   // peer address -> connection id
   std::map<std::string, std::uint64_t> by_node_;  // peer node id -> its one connection (non-empty ids)
   std::size_t unauthenticated_ = 0;               // accepted connections still in their hello
+  // The same, per source address (peer address with port 0); no entry at 0, so at most
+  // max_unauthenticated entries.
+  std::unordered_map<std::string, std::size_t> unauthenticated_by_source_;
   log_budget refusal_log_;
   std::unordered_map<std::uint64_t, served_partition> served_;
   std::vector<pending_request> pending_;

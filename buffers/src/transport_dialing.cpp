@@ -1,7 +1,8 @@
 // tcp_transport's connections before they carry frames, on the home executor: dialing (with retries
-// until connect_timeout), accepting (at most max_unauthenticated in their hello), the hello of each
-// (hello.hpp), its refusals (counted, and logged through a log_budget), and the settling of two
-// connections between one pair of nodes.
+// until connect_timeout), accepting (at most max_unauthenticated in their hello, and of those at most
+// max_unauthenticated_per_source from one address), the hello of each (hello.hpp), its refusals
+// (counted, and logged through a log_budget), and the settling of two connections between one pair
+// of nodes.
 #include "transport_core.hpp"
 
 #include <sluice/runtime/log.hpp>
@@ -258,6 +259,10 @@ void transport_core::note_over_capacity(const io::address& peer, const std::stri
   log_refusal("over-capacity", fmt::format("connection from {} refused: {}", peer.to_string(), why));
 }
 
+namespace {
+std::string source_of(const io::address& peer) { return peer.with_port(0).to_string(); }
+}  // namespace
+
 runtime::task<void> transport_core::accept_loop() {
   while (!closing) {
     io::result<io::tcp_stream> accepted = co_await listener.accept();
@@ -270,13 +275,24 @@ runtime::task<void> transport_core::accept_loop() {
     }
     io::tcp_stream stream = std::move(accepted).value();
     const io::address peer = stream.peer();
+    const std::string source = source_of(peer);
+    auto from_source = unauthenticated_by_source_.find(source);
+    std::string full;
     if (unauthenticated_ >= options.max_unauthenticated) {
-      note_over_capacity(peer, fmt::format("{} connections are already in their hello "
-                                           "(transport_options::max_unauthenticated)",
-                                           unauthenticated_));
+      full = fmt::format("{} connections are already in their hello (transport_options::max_unauthenticated)",
+                         unauthenticated_);
+    } else if (from_source != unauthenticated_by_source_.end() &&
+               from_source->second >= options.max_unauthenticated_per_source) {
+      full = fmt::format("{} connections from its address are already in their hello "
+                         "(transport_options::max_unauthenticated_per_source)",
+                         from_source->second);
+    }
+    if (!full.empty()) {
+      note_over_capacity(peer, full);
       (void)co_await stream.close();
       continue;
     }
+    ++unauthenticated_by_source_[source];
     (void)stream.set_nodelay(true);
     auto owned = std::make_unique<connection>(next_connection_id_++, peer, false, options);
     connection* c = owned.get();
@@ -292,6 +308,9 @@ runtime::task<void> transport_core::accept_loop() {
 runtime::task<void> transport_core::accept_and_run(connection* c) {
   hello_outcome o = co_await hello(c);
   stats.unauthenticated = --unauthenticated_;
+  if (auto it = unauthenticated_by_source_.find(source_of(c->peer)); it != unauthenticated_by_source_.end()) {
+    if (--it->second == 0) unauthenticated_by_source_.erase(it);
+  }
   if (o.ok && !c->failed) {
     go_up(*c, o.peer);
   } else if (!c->failed) {

@@ -1,5 +1,6 @@
-// The data port's bounds against abuse (tcp_transport.hpp): the log budget that keeps a flood of
-// refusals from flooding the log (log_budget.hpp) while still accounting for each one.
+// The data port's bounds against one abusive address (tcp_transport.hpp): the share of hello slots
+// one source address may hold (max_unauthenticated_per_source), and the log budget that keeps a
+// flood of refusals from flooding the log (log_budget.hpp) while still accounting for each one.
 #include <sluice/buffers/log_budget.hpp>
 #include <sluice/buffers/tcp_transport.hpp>
 #include <sluice/runtime/sync_wait.hpp>
@@ -11,6 +12,11 @@
 #include "tcp_fixture.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -87,8 +93,52 @@ transport_options worker(const char* node) {
   return o;
 }
 
+// A blocking connection from `from` (an address of 127/8) to `to`; the kernel completes it whether
+// or not the listener accepts yet, so the executor's thread may make it. -1 on failure.
+int connect_from(const char* from, const address& to) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  ::inet_pton(AF_INET, from, &src.sin_addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 || ::connect(fd, to.data(), to.size()) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 task<void> wait_rejected(const tcp_transport* t, std::uint64_t n) {
   for (int i = 0; i < 5000 && t->stats().rejected.total() < n; ++i) (void)co_await sleep_for(milliseconds(1));
+}
+
+struct share_report {
+  int opened = 0;
+  bool welcomed = false;
+  std::string hello_reason;
+  transport_stats stats;
+};
+
+task<void> share_body(share_report* out) {
+  transport_options o = worker("node-s");
+  o.max_unauthenticated = 8;
+  o.max_unauthenticated_per_source = 4;
+  std::unique_ptr<tcp_transport> t = co_await start_transport(o);
+  std::vector<int> idle;
+  for (int i = 0; i < 20; ++i) {
+    const int fd = connect_from("127.0.0.2", t->local_address());
+    if (fd >= 0) idle.push_back(fd);
+  }
+  out->opened = static_cast<int>(idle.size());
+  co_await wait_rejected(t.get(), 16);  // all but the address's share are closed at once
+  // A peer from another address (127.0.0.1) still finds a slot.
+  const fake_identity me{"wordcount", 7, "node-z", std::vector<std::byte>(32, std::byte{'k'})};
+  fake_peer p = co_await dial_peer(t->local_address(), &me);
+  out->welcomed = p.hello.ok;
+  out->hello_reason = p.hello.reason;
+  (void)co_await p.stream.close();
+  out->stats = t->stats();
+  for (int fd : idle) ::close(fd);
+  co_await t->close();
 }
 
 task<void> garbage_body(int connections, std::size_t lines, transport_stats* out) {
@@ -114,6 +164,17 @@ task<void> garbage_body(int connections, std::size_t lines, transport_stats* out
 
 }  // namespace
 
+TEST_CASE("one address holds at most its share of the hello slots: a peer from another one gets in",
+          "[tcp][hello][flood]") {
+  share_report r;
+  sync_wait(share_body(&r));
+  REQUIRE(r.opened == 20);
+  CHECK(r.welcomed);
+  CHECK(r.hello_reason.empty());
+  CHECK(r.stats.rejected.over_capacity == 16);  // 20 from 127.0.0.2, 4 of them held
+  CHECK(r.stats.unauthenticated_peak <= 5);     // its 4, and the peer from 127.0.0.1
+}
+
 TEST_CASE("a flood of refusals is logged a few lines per reason, and a summary counts the rest",
           "[tcp][hello][flood]") {
   sluice::test::temp_dir dir;
@@ -129,8 +190,13 @@ TEST_CASE("a flood of refusals is logged a few lines per reason, and a summary c
   CHECK(count_lines(text, "tcp transport: 9 more connection(s) refused (malformed)") == 1);
 }
 
-TEST_CASE("transport options with no refusal log window are refused", "[tcp][hello]") {
+TEST_CASE("transport options with no per-source share or no refusal log window are refused",
+          "[tcp][hello]") {
   transport_options o = worker("node-s");
+  o.max_unauthenticated_per_source = 0;
+  const auto none = sync_wait(tcp_transport::start(address::loopback_v4(), o));
+  CHECK_FALSE(static_cast<bool>(none));
+  o = worker("node-s");
   o.refusal_log_window = milliseconds(0);
   const auto no_window = sync_wait(tcp_transport::start(address::loopback_v4(), o));
   CHECK_FALSE(static_cast<bool>(no_window));

@@ -470,7 +470,8 @@ task<void> flood_body(network_memory* memory, flood_log* log) {
       l->moving = l->moving && moved;
     }
     l->records.push_back(rep->records);
-    // 2. Idle connections that never say hello: at most max_unauthenticated are held, the rest closed.
+    // 2. Idle connections that never say hello: at most max_unauthenticated_per_source are held (they
+    //    all come from 127.0.0.1), the rest closed.
     std::vector<sluice::io::tcp_stream> idle;
     for (std::size_t i = 0; i < idle_connections; ++i) {
       auto c = co_await sluice::io::tcp_stream::connect(target->local_address());
@@ -531,8 +532,9 @@ TEST_CASE("2000 idle connections, garbage, a wrong secret and a stale epoch do n
   for (std::size_t i = 1; i < log.records.size(); ++i) CHECK(log.records[i] > log.records[i - 1]);
   CHECK(log.opened == idle_connections);
   const transport_options defaults;
-  // Bounded: at most max_unauthenticated connections in their hello (plus the real one) at any time.
-  CHECK(log.attacked.unauthenticated_peak <= defaults.max_unauthenticated);
+  // Bounded: at most max_unauthenticated_per_source connections in their hello (plus the real one) at
+  // any time: they all come from one address.
+  CHECK(log.attacked.unauthenticated_peak <= defaults.max_unauthenticated_per_source);
   CHECK(log.max_connections <= defaults.max_unauthenticated + 1);
   // Each idle connection was either closed at once or timed out in its hello (a slow run frees
   // slots during the flood, so how many of each depends on the speed, their sum does not).
