@@ -25,17 +25,18 @@
 // hosts). Every connection opens with the hello of hello.hpp before any frame: job name, epoch and
 // node id must match (transport_options), and with a secret each side proves it knows it (HMAC-SHA256
 // over both nonces); a refusal is logged once per connection with its reason ("connection from
-// 10.0.0.2:4711 refused: stale epoch 5 (this job is at epoch 7)") and counted in
-// transport_stats::rejected. The secret authenticates peers and fences stale workers by epoch; it
-// does not encrypt, and frames after the hello have only TCP's checksum and the header CRC (see
-// hello.hpp). Bounds on the port: at most max_unauthenticated accepted connections are in their
-// hello (one more is closed at once), at most max_unauthenticated_per_source of them from one source
-// address, each must finish it within hello_timeout, and one in its hello holds no receive buffer and
-// no channel table (those come after it). A flood of refusals is logged a few lines per reason per
+// 10.0.0.2:4711 refused: stale epoch 5 (this job is at epoch 7)"), or past the log budget counted in
+// a summary line instead, and counted in transport_stats::rejected. The secret authenticates peers
+// and fences stale workers by epoch; it does not encrypt, and frames after the hello have only TCP's
+// checksum and the header CRC (see hello.hpp). Bounds on the port: at most max_unauthenticated
+// accepted connections are in their hello (one more is closed at once), at most
+// max_unauthenticated_per_source of them from one source address, each must finish it within
+// hello_timeout, and one in its hello holds no receive buffer and no channel table (those come
+// after it). A flood of refusals is logged a few lines per reason per
 // refusal_log_window, with a summary line counting the rest (transport_options).
 // What the bounds give, measured with 2,000 idle connections held against a running job's worker
 // (tests/apps/cluster_abuse_test.cpp): the worker keeps 16 of them in their hello for hello_timeout
-// and closes the rest at once; its checkpoints keep completing and its memory does not grow (about
+// and closes the rest at once; its checkpoints keep completing and its memory does not grow (under
 // +1 MiB); a peer from another address is welcomed at once. A peer from the abuser's own address is
 // closed at once while the abuser holds its share; as a dialer it retries (backoff up to 1 s) until
 // connect_timeout, and gets in once the held ones time out, unless the abuser refills its share as
