@@ -12,6 +12,7 @@
 #include <sluice/buffers/crc32c.hpp>
 #include <sluice/buffers/event_codec.hpp>
 #include <sluice/buffers/frame.hpp>
+#include <sluice/buffers/hello.hpp>
 #include <sluice/buffers/input_gate.hpp>
 #include <sluice/buffers/record_serializer.hpp>
 #include <sluice/buffers/segment.hpp>
@@ -27,7 +28,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -435,6 +438,46 @@ void csv_seeds(corpus_writer& corpus) {
 
 }  // namespace
 
+// ---- hello messages ---------------------------------------------------------------------------------
+
+// fuzz_hello's input: an options byte (0: as sent), then one message.
+void hello_seeds(corpus_writer& corpus) {
+  using namespace buffers;
+  const auto seed = [&corpus](const std::string& name, std::span<const std::byte> message, std::uint8_t options = 0) {
+    bytes s{std::byte{options}};
+    append(s, message);
+    corpus.add(name, s);
+  };
+  std::array<std::byte, hello_nonce_bytes> nonce{};
+  for (std::size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<std::byte>(i * 13 + 5);
+  const hello_identity with_secret{"wordcount", 7, "10.0.0.1:7000", bytes(32, std::byte{'k'})};
+  const hello_identity without{"j", 0, "", {}};
+  const bytes hello = encode_hello(with_secret, nonce);
+  seed("hello", hello);
+  seed("hello-no-secret", encode_hello(without, std::array<std::byte, hello_nonce_bytes>{}));
+  const hello_identity longest{std::string(max_hello_name_bytes, 'j'), ~std::uint64_t{0},
+                               std::string(max_hello_name_bytes, 'n'), bytes(1, std::byte{1})};
+  seed("hello-longest-names", encode_hello(longest, nonce));
+  const auto proof = hello_proof(with_secret.secret, 'D', "wordcount", 7, "10.0.0.2:7000", "10.0.0.1:7000", nonce, nonce);
+  seed("proof", encode_proof(proof));
+  seed("welcome", encode_welcome());
+  seed("refuse", encode_refuse(hello_refusal::stale_epoch, "stale epoch 5 (this job is at epoch 7)"));
+  seed("refuse-longest", encode_refuse(hello_refusal::authentication, std::string(max_refuse_reason_bytes, 'r')));
+  bytes cut = hello;
+  cut.resize(hello.size() - 9);
+  seed("hello-cut", cut, 1);  // the CRC repaired over what is left: a body of the wrong length
+  seed("hello-cut-length-fixed", cut, 3);
+  bytes frames(hello.begin(), hello.begin() + hello_header_bytes);
+  std::memcpy(frames.data(), "SLCE", 4);  // a transport without the hello
+  seed("frame-magic", frames);
+  const std::string garbage = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  seed("http", std::as_bytes(std::span(garbage)));
+  bytes big = encode_welcome();
+  big[8] = std::byte{0x01};
+  big[9] = std::byte{0x04};  // body length 1025
+  seed("oversized-body", big);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: fuzz_make_seeds <corpus dir>   (fuzz/corpus in the repository)\n");
@@ -446,7 +489,9 @@ int main(int argc, char** argv) {
     corpus_writer manifests(corpus / "manifest");
     corpus_writer state_files(corpus / "state_file");
     corpus_writer csv_rows(corpus / "csv_row");
+    corpus_writer hellos(corpus / "hello");
     frame_seeds(frames);
+    hello_seeds(hellos);
     csv_seeds(csv_rows);
 
     // The checkpoint is written under a scratch directory, with paths relative to it.
@@ -458,8 +503,9 @@ int main(int argc, char** argv) {
     fs::current_path(previous);
     fs::remove_all(scratch);
 
-    std::printf("fuzz_make_seeds: %zu frame, %zu manifest, %zu state file and %zu csv row seeds in %s\n",
-                frames.count(), manifests.count(), state_files.count(), csv_rows.count(), corpus.c_str());
+    std::printf("fuzz_make_seeds: %zu frame, %zu hello, %zu manifest, %zu state file and %zu csv row seeds in %s\n",
+                frames.count(), hellos.count(), manifests.count(), state_files.count(), csv_rows.count(),
+                corpus.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_make_seeds: %s\n", e.what());

@@ -26,9 +26,9 @@ cd "$repo"
 # shellcheck source=scripts/deps.sh
 source "$repo/scripts/deps.sh"
 
-all_targets=(frame manifest state_file csv_row)
+all_targets=(frame hello manifest state_file csv_row)
 # Per target: the largest input libFuzzer makes, and its dictionary if it has one.
-declare -A max_len=([frame]=8192 [manifest]=8192 [state_file]=8192 [csv_row]=4096)
+declare -A max_len=([frame]=8192 [hello]=2048 [manifest]=8192 [state_file]=8192 [csv_row]=4096)
 declare -A dict=([manifest]="$repo/fuzz/manifest.dict")
 limits=(-rss_limit_mb=1024 -malloc_limit_mb=16 -timeout=10)
 

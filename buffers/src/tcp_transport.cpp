@@ -47,12 +47,15 @@ runtime::task<io::result<std::unique_ptr<tcp_transport>>> tcp_transport::start(i
                                     options.max_frame_payload_bytes, options.receive_chunk_bytes,
                                     options.send_batch_bytes, options.max_channels_per_connection));
   }
-  if (options.hello_timeout.count() <= 0 || options.connect_timeout.count() < 0 || options.max_unauthenticated == 0) {
+  if (options.hello_timeout.count() <= 0 || options.connect_timeout.count() < 0 || options.max_unauthenticated == 0 ||
+      options.max_unauthenticated_per_source == 0 || options.refusal_log_window.count() <= 0) {
     co_return io::error(std::make_error_code(std::errc::invalid_argument),
                         fmt::format("tcp transport: bad options (hello timeout {} ms, connect timeout {} ms, max "
-                                    "unauthenticated {}): the hello timeout and the cap must be positive",
+                                    "unauthenticated {}, {} per source, refusal log window {} ms): the hello "
+                                    "timeout, the caps and the window must be positive",
                                     options.hello_timeout.count(), options.connect_timeout.count(),
-                                    options.max_unauthenticated));
+                                    options.max_unauthenticated, options.max_unauthenticated_per_source,
+                                    options.refusal_log_window.count()));
   }
   io::result<io::tcp_listener> listener = io::tcp_listener::listen(listen_on);
   if (!listener) co_return std::move(listener).error();
@@ -110,7 +113,8 @@ transport_core::transport_core(io::tcp_listener l, transport_options o)
     : home(runtime::executor::current()),
       options(o),
       identity{o.job_name.str(), o.epoch, o.node_id.str(), o.secret.vec()},
-      listener(std::move(l)) {
+      listener(std::move(l)),
+      refusal_log_(o.refusal_log_lines, o.refusal_log_window) {
   assert(home != nullptr && "tcp_transport::start off an executor");
   local = listener.local_address();
   service_.spawn(accept_loop());
@@ -138,6 +142,7 @@ runtime::task<void> transport_core::housekeeping() {
   for (;;) {
     const bool slept = co_await runtime::sleep_for(std::chrono::milliseconds(100));
     if (!slept || closing) co_return;
+    log_refusal_summaries(false);
     const auto now = runtime::executor::current()->now();
     std::vector<pending_request> keep;
     for (pending_request& p : pending_) {
@@ -203,6 +208,7 @@ runtime::task<void> transport_core::close() {
   }
   co_await connection_tasks_.join();
   (void)co_await listener.close();
+  log_refusal_summaries(true);  // every refusal is in a line or a summary, also those of the last window
   joined_ = true;
 }
 

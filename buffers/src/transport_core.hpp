@@ -4,6 +4,7 @@
 
 #include <sluice/buffers/frame.hpp>
 #include <sluice/buffers/hello.hpp>
+#include <sluice/buffers/log_budget.hpp>
 #include <sluice/buffers/tcp_transport.hpp>
 #include <sluice/io/tcp.hpp>
 #include <sluice/runtime/scope.hpp>
@@ -131,7 +132,13 @@ class transport_core {
   connection* up_connection_to(const std::string& node, const connection* besides);
   // Moves the channels `from` opened (not yet requested) to `to`, and retires `from`.
   void migrate(connection& from, connection& to);
-  void note_over_capacity(const io::address& peer);
+  // Counts and logs (within the budget) a connection closed at once for want of a hello slot.
+  void note_over_capacity(const io::address& peer, const std::string& why);
+  // A refusal's line, through the log budget (transport_options::refusal_log_lines): logged now, or
+  // counted in its reason's summary.
+  void log_refusal(std::string_view kind, const std::string& line);
+  // The summaries of the budget's ended windows (all of them with `all`, at close), logged.
+  void log_refusal_summaries(bool all);
 
   runtime::task<void> run_connection(connection* c);
   runtime::task<void> reader(connection* c);
@@ -166,6 +173,10 @@ class transport_core {
   std::map<std::string, std::uint64_t> dialed_;   // peer address -> connection id
   std::map<std::string, std::uint64_t> by_node_;  // peer node id -> its one connection (non-empty ids)
   std::size_t unauthenticated_ = 0;               // accepted connections still in their hello
+  // The same, per source address (peer address with port 0); no entry at 0, so at most
+  // max_unauthenticated entries.
+  std::unordered_map<std::string, std::size_t> unauthenticated_by_source_;
+  log_budget refusal_log_;
   std::unordered_map<std::uint64_t, served_partition> served_;
   std::vector<pending_request> pending_;
   std::vector<std::unique_ptr<remote_input>> inputs_;

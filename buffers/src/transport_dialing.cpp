@@ -1,6 +1,8 @@
 // tcp_transport's connections before they carry frames, on the home executor: dialing (with retries
-// until connect_timeout), accepting (at most max_unauthenticated in their hello), the hello of each
-// (hello.hpp), its refusals, and the settling of two connections between one pair of nodes.
+// until connect_timeout), accepting (at most max_unauthenticated in their hello, and of those at most
+// max_unauthenticated_per_source from one address), the hello of each (hello.hpp), its refusals
+// (counted, and logged through a log_budget), and the settling of two connections between one pair
+// of nodes.
 #include "transport_core.hpp"
 
 #include <sluice/runtime/log.hpp>
@@ -9,7 +11,6 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <bit>
 #include <cassert>
 
 namespace sluice::buffers::detail {
@@ -134,10 +135,29 @@ void transport_core::refused(connection& c, const hello_outcome& o) {
     return;
   }
   ++counter_of(stats.rejected, o.refusal);
-  runtime::log::warn("tcp transport: {}", line);
+  log_refusal(to_string(o.refusal), line);
   if (stats.recent_failures.size() == 16) stats.recent_failures.erase(stats.recent_failures.begin());
   stats.recent_failures.push_back(line);
   fail(c, why, false, false, true);
+}
+
+void transport_core::log_refusal(std::string_view kind, const std::string& line) {
+  log_refusal_summaries(false);
+  if (refusal_log_.admit(kind, home->now(), line)) runtime::log::warn("tcp transport: {}", line);
+}
+
+void transport_core::log_refusal_summaries(bool all) {
+  const auto now = home->now();
+  for (const log_budget::summary& s : all ? refusal_log_.flush(now) : refusal_log_.due(now)) {
+    // "latest from", not "connection from": a summary is not one connection's line.
+    std::string latest = s.latest;
+    if (latest.rfind("connection ", 0) == 0) latest.erase(0, 11);
+    runtime::log::warn("tcp transport: {} more connection(s) refused ({}) in the last {:.1f} s, not logged one by "
+                       "one (at most {} lines per reason per {} ms: transport_options::refusal_log_lines, "
+                       "refusal_log_window); the latest: {}",
+                       s.suppressed, s.kind, static_cast<double>(s.window.count()) / 1000.0,
+                       options.refusal_log_lines, options.refusal_log_window.count(), latest);
+  }
 }
 
 void transport_core::migrate(connection& from, connection& to) {
@@ -234,15 +254,14 @@ runtime::task<void> transport_core::dial_and_run(connection* c) {
   co_await run_connection(c);
 }
 
-void transport_core::note_over_capacity(const io::address& peer) {
-  const std::uint64_t n = ++stats.rejected.over_capacity;
-  // Logged at 1, 2, 4, 8, ...: a flood gets a few lines, each with the count so far.
-  if (std::has_single_bit(n)) {
-    runtime::log::warn("tcp transport: connection from {} refused: {} connections are already in their hello "
-                       "(transport_options::max_unauthenticated); {} refused so far",
-                       peer.to_string(), options.max_unauthenticated, n);
-  }
+void transport_core::note_over_capacity(const io::address& peer, const std::string& why) {
+  ++stats.rejected.over_capacity;
+  log_refusal("over-capacity", fmt::format("connection from {} refused: {}", peer.to_string(), why));
 }
+
+namespace {
+std::string source_of(const io::address& peer) { return peer.with_port(0).to_string(); }
+}  // namespace
 
 runtime::task<void> transport_core::accept_loop() {
   while (!closing) {
@@ -255,13 +274,26 @@ runtime::task<void> transport_core::accept_loop() {
       continue;
     }
     io::tcp_stream stream = std::move(accepted).value();
+    const io::address peer = stream.peer();
+    const std::string source = source_of(peer);
+    auto from_source = unauthenticated_by_source_.find(source);
+    std::string full;
     if (unauthenticated_ >= options.max_unauthenticated) {
-      note_over_capacity(stream.peer());
+      full = fmt::format("{} connections are already in their hello (transport_options::max_unauthenticated)",
+                         unauthenticated_);
+    } else if (from_source != unauthenticated_by_source_.end() &&
+               from_source->second >= options.max_unauthenticated_per_source) {
+      full = fmt::format("{} connections from its address are already in their hello "
+                         "(transport_options::max_unauthenticated_per_source)",
+                         from_source->second);
+    }
+    if (!full.empty()) {
+      note_over_capacity(peer, full);
       (void)co_await stream.close();
       continue;
     }
+    ++unauthenticated_by_source_[source];
     (void)stream.set_nodelay(true);
-    const io::address peer = stream.peer();
     auto owned = std::make_unique<connection>(next_connection_id_++, peer, false, options);
     connection* c = owned.get();
     c->stream = std::move(stream);
@@ -276,6 +308,9 @@ runtime::task<void> transport_core::accept_loop() {
 runtime::task<void> transport_core::accept_and_run(connection* c) {
   hello_outcome o = co_await hello(c);
   stats.unauthenticated = --unauthenticated_;
+  if (auto it = unauthenticated_by_source_.find(source_of(c->peer)); it != unauthenticated_by_source_.end()) {
+    if (--it->second == 0) unauthenticated_by_source_.erase(it);
+  }
   if (o.ok && !c->failed) {
     go_up(*c, o.peer);
   } else if (!c->failed) {

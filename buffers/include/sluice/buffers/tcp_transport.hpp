@@ -25,12 +25,22 @@
 // hosts). Every connection opens with the hello of hello.hpp before any frame: job name, epoch and
 // node id must match (transport_options), and with a secret each side proves it knows it (HMAC-SHA256
 // over both nonces); a refusal is logged once per connection with its reason ("connection from
-// 10.0.0.2:4711 refused: stale epoch 5 (this job is at epoch 7)") and counted in
-// transport_stats::rejected. The secret authenticates peers and fences stale workers by epoch; it
-// does not encrypt, and frames after the hello have only TCP's checksum and the header CRC (see
-// hello.hpp). Bounds on the port: at most max_unauthenticated accepted connections are in their
-// hello (one more is closed at once), each must finish it within hello_timeout, and one in its hello
-// holds no receive buffer and no channel table (those come after it).
+// 10.0.0.2:4711 refused: stale epoch 5 (this job is at epoch 7)"), or past the log budget counted in
+// a summary line instead, and counted in transport_stats::rejected. The secret authenticates peers
+// and fences stale workers by epoch; it does not encrypt, and frames after the hello have only TCP's
+// checksum and the header CRC (see hello.hpp). Bounds on the port: at most max_unauthenticated
+// accepted connections are in their hello (one more is closed at once), at most
+// max_unauthenticated_per_source of them from one source address, each must finish it within
+// hello_timeout, and one in its hello holds no receive buffer and no channel table (those come
+// after it). A flood of refusals is logged a few lines per reason per
+// refusal_log_window, with a summary line counting the rest (transport_options).
+// What the bounds give, measured with 2,000 idle connections held against a running job's worker
+// (tests/apps/cluster_abuse_test.cpp): the worker keeps 16 of them in their hello for hello_timeout
+// and closes the rest at once; its checkpoints keep completing and its memory does not grow (under
+// +1 MiB); a peer from another address is welcomed at once. A peer from the abuser's own address is
+// closed at once while the abuser holds its share; as a dialer it retries (backoff up to 1 s) until
+// connect_timeout, and gets in once the held ones time out, unless the abuser refills its share as
+// fast. Addresses are compared whole: an IPv6 abuser with a /64 has many.
 // Dialing. A dial retries, with backoff up to 1 s, on a refused or reset connection, a hello cut
 // short, and a peer not at this epoch yet, until connect_timeout; then its channels fail with the
 // last error. A peer at a newer epoch (this worker is stale), another job or a wrong secret fail them
@@ -92,6 +102,16 @@ struct transport_options {
   std::chrono::milliseconds hello_timeout{5'000};
   // Accepted connections still in their hello; one more is closed at once.
   std::size_t max_unauthenticated = 64;
+  // Of those, from one source address (any port); one more from that address is closed at once. So
+  // one host holding idle connections cannot take every slot from a peer that dials later from
+  // another host (a peer on the abuser's own address still competes with it; see below).
+  std::size_t max_unauthenticated_per_source = 16;
+  // Refusals are logged one line each, but at most refusal_log_lines per reason in each
+  // refusal_log_window; the rest of that window are counted in one summary line when it ends
+  // (log_budget.hpp), so a flood writes a few lines per reason, and each refusal is still in exactly
+  // one line or one summary's count. The counters (transport_stats::rejected) count every one.
+  std::size_t refusal_log_lines = 10;
+  std::chrono::milliseconds refusal_log_window{10'000};
   // How long a dial keeps retrying (refused, reset during the hello, peer not at this epoch yet).
   std::chrono::milliseconds connect_timeout{30'000};
 
@@ -147,7 +167,8 @@ struct hello_rejections {
   std::uint64_t same_node = 0;
   std::uint64_t closed = 0;          // the peer went away during the hello
   std::uint64_t timeout = 0;         // no hello within hello_timeout
-  std::uint64_t over_capacity = 0;   // closed at once: max_unauthenticated were in their hello
+  std::uint64_t over_capacity = 0;   // closed at once: max_unauthenticated were in their hello (or
+                                     // max_unauthenticated_per_source from that address)
   std::uint64_t total() const noexcept {
     return malformed + wrong_job + stale_epoch + future_epoch + authentication + same_node + closed + timeout +
            over_capacity;

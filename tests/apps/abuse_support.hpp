@@ -1,0 +1,282 @@
+#pragma once
+// abuse_support: what a test needs to attack a worker's data port from outside (cluster_abuse_test):
+// a worker process whose pid is known (for /proc/<pid>/status) and whose environment sets SLUICE_LOG,
+// plain blocking sockets from a chosen loopback source address (all of 127/8 is loopback on Linux,
+// so "another host" is 127.0.0.2), a dialer's side of the hello (buffers/hello.hpp) written with the
+// codec alone, the newest committed checkpoint of a directory, and a process's resident memory.
+//
+// Everything here blocks: it runs on the test's main thread, never on an executor.
+
+#include "run_sluice.hpp"
+
+#include <sluice/buffers/hello.hpp>
+#include <sluice/buffers/tcp_transport.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sluice::test {
+
+// One `sluice ...` process with `env` added to its environment, its output in `log`; SIGKILLed if
+// still running when destroyed.
+class worker_process {
+ public:
+  worker_process(std::vector<std::string> args, std::string log, std::vector<std::string> env = {})
+      : log_(std::move(log)) {
+    std::vector<char*> argv;
+    std::string tool = SLUICE_TOOL_PATH;
+    argv.push_back(tool.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      for (auto& e : env) ::putenv(e.data());
+      const int out = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (out < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) ::_exit(127);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  worker_process(const worker_process&) = delete;
+  worker_process& operator=(const worker_process&) = delete;
+  ~worker_process() {
+    if (pid_ > 0 && !exit_code_) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      (void)::waitpid(pid_, &status, 0);
+    }
+  }
+  pid_t pid() const noexcept { return pid_; }
+  bool running() { return !wait(std::chrono::milliseconds(0)).has_value(); }
+  // The exit code (-signal when a signal ended it), or nullopt if still running after `within`.
+  std::optional<int> wait(std::chrono::milliseconds within) {
+    if (exit_code_) return exit_code_;
+    const auto give_up = std::chrono::steady_clock::now() + within;
+    for (;;) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+        return exit_code_;
+      }
+      if (std::chrono::steady_clock::now() >= give_up) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  std::string log() const { return read_whole_file(log_); }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+};
+
+// VmRSS of `pid` in KiB (0 if it cannot be read: the process is gone).
+inline std::size_t rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
+  }
+  return 0;
+}
+
+// The newest checkpoint under `dir` whose manifest is written (chk-<id>/_manifest, not empty); 0 if
+// none. Old checkpoints are removed as new ones complete, so ids, not directories, are counted.
+inline std::uint64_t newest_checkpoint(const std::string& dir) {
+  std::uint64_t newest = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("chk-", 0) != 0 || name.find_first_not_of("0123456789", 4) != std::string::npos) continue;
+    std::error_code size_ec;
+    const auto bytes = std::filesystem::file_size(it->path() / "_manifest", size_ec);
+    if (size_ec || bytes == 0) continue;
+    newest = std::max<std::uint64_t>(newest, std::stoull(name.substr(4)));
+  }
+  return newest;
+}
+
+// Lines of `text` that contain `needle`.
+inline std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  }
+  return out;
+}
+
+// Raises RLIMIT_NOFILE's soft limit to the hard one if `needed` fds do not fit; "" when they fit.
+inline std::string raise_fd_limit(std::size_t needed) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return "getrlimit failed";
+  if (lim.rlim_cur < needed && lim.rlim_max >= needed) {
+    lim.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) return "setrlimit failed";
+  }
+  if (lim.rlim_cur < needed) {
+    return "RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + " (hard " + std::to_string(lim.rlim_max) + "), " +
+           std::to_string(needed) + " needed";
+  }
+  return {};
+}
+
+// A blocking TCP connection from `from` (an IPv4 loopback address such as "127.0.0.2", port 0) to
+// 127.0.0.1:`port`. Receives time out after 15 s, so a test cannot hang on a silent peer.
+class raw_connection {
+ public:
+  raw_connection(const char* from, unsigned port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    ::inet_pton(AF_INET, from, &src.sin_addr);
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(static_cast<std::uint16_t>(port));
+    dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    timeval tv{15, 0};
+    (void)::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
+        ::connect(fd_, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd_);
+      throw std::runtime_error("connect from " + std::string(from) + " to port " + std::to_string(port) + ": " + why);
+    }
+    sockaddr_in me{};
+    socklen_t len = sizeof me;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&me), &len);
+    local_port_ = ntohs(me.sin_port);
+  }
+  raw_connection(raw_connection&& o) noexcept : fd_(std::exchange(o.fd_, -1)), local_port_(o.local_port_) {}
+  raw_connection& operator=(raw_connection&&) = delete;
+  ~raw_connection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  unsigned local_port() const noexcept { return local_port_; }
+  bool send(std::span<const std::byte> bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes = bytes.subspan(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+  // Exactly `out.size()` bytes; false at the end of the stream, an error or the receive timeout.
+  bool recv_exact(std::span<std::byte> out) {
+    while (!out.empty()) {
+      const ssize_t n = ::recv(fd_, out.data(), out.size(), 0);
+      if (n <= 0) return false;
+      out = out.subspan(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+  // Reads until the peer closes the connection (true) or the receive timeout (false).
+  bool recv_until_closed() {
+    std::byte sink[4096];
+    for (;;) {
+      const ssize_t n = ::recv(fd_, sink, sizeof sink, 0);
+      if (n == 0) return true;
+      if (n < 0) return errno == ECONNRESET;
+    }
+  }
+  // True when the peer has closed this connection (readable with nothing left), without blocking.
+  bool closed_by_peer() {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1) return false;
+    std::byte b;
+    return ::recv(fd_, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+  }
+
+ private:
+  int fd_ = -1;
+  unsigned local_port_ = 0;
+};
+
+// What a hand-driven dialer saw of the hello.
+struct hello_attempt {
+  unsigned local_port = 0;
+  bool got_hello = false;     // the worker's hello arrived
+  bool welcomed = false;      // ... and then its WELCOME: the connection would carry frames
+  std::optional<buffers::hello_refusal> refused;  // its REFUSE, with the code
+  std::string refuse_text;
+  bool closed = false;        // the worker closed the connection (after its refusal, or instead)
+};
+
+namespace detail {
+// The next hello message on `c`: its type and whole bytes; nullopt at the end of the stream.
+inline std::optional<std::pair<buffers::hello_type, std::vector<std::byte>>> next_message(raw_connection& c) {
+  std::vector<std::byte> m(buffers::hello_header_bytes);
+  if (!c.recv_exact(m)) return std::nullopt;
+  auto header = buffers::decode_hello_header(std::span<const std::byte, buffers::hello_header_bytes>(m.data(), m.size()));
+  if (!header) return std::nullopt;
+  m.resize(buffers::hello_header_bytes + header->body_bytes + 4);
+  if (!c.recv_exact(std::span(m).subspan(buffers::hello_header_bytes))) return std::nullopt;
+  return std::pair{header->type, std::move(m)};
+}
+}  // namespace detail
+
+// Dials the worker at 127.0.0.1:`port` from `from` and runs the dialer's side of the hello as `me`
+// (the real secret or not), with the codec of buffers/hello.hpp: hello, proof, then the worker's
+// WELCOME or REFUSE. The worker's node id must sort before `me.node_id`, so the worker arbitrates.
+inline hello_attempt dial_hello(const char* from, unsigned port, const buffers::hello_identity& me) {
+  raw_connection c(from, port);
+  hello_attempt out;
+  out.local_port = c.local_port();
+  std::array<std::byte, buffers::hello_nonce_bytes> nonce{};
+  for (std::size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<std::byte>(i * 7 + 1);
+  if (!c.send(buffers::encode_hello(me, nonce))) return out;
+  std::optional<buffers::peer_hello> worker;
+  for (;;) {
+    auto m = detail::next_message(c);
+    if (!m) {
+      out.closed = true;
+      return out;
+    }
+    if (m->first == buffers::hello_type::refuse) {
+      auto r = buffers::decode_refuse_body(m->second);
+      if (r) {
+        out.refused = r->first;
+        out.refuse_text = r->second;
+      }
+      out.closed = c.recv_until_closed();
+      return out;
+    }
+    if (m->first == buffers::hello_type::welcome) {
+      out.welcomed = true;
+      return out;
+    }
+    if (m->first == buffers::hello_type::hello) {
+      auto h = buffers::decode_hello_body(m->second);
+      if (!h) return out;
+      worker = *h;
+      out.got_hello = true;
+      const auto proof = buffers::hello_proof(me.secret, 'D', me.job, me.epoch, me.node_id, worker->node_id, nonce,
+                                              worker->nonce);
+      if (!c.send(buffers::encode_proof(proof))) return out;
+    }
+    // a proof from the worker: the answer to ours (WELCOME or REFUSE) comes next
+  }
+}
+
+}  // namespace sluice::test
