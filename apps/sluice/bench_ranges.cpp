@@ -19,6 +19,9 @@ constexpr double gib = 1024 * mib;
 // Durations stay within minutes per measurement (each runs 2 x --runs times); sizes within what a
 // machine with tens of GiB of memory and free disk holds; counts of rings' entries within the ring.
 constexpr std::array table{
+    entry{"cluster", "--lines", {1, 1e8}},
+    entry{"cluster", "--workers", {2, 16}},  // processes on this host
+    entry{"cluster", "--parallelism", {1, 64}},
     entry{"checkpoint", "--checkpoints", {1, 1000}},
     entry{"checkpoint", "--seconds", {0.1, 600}},
     entry{"checkpoint", "--sink-us", {0, 100'000}},
