@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <future>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -129,11 +128,11 @@ TEST_CASE("a log line never blocks an executor on a stderr nobody reads: what do
   std::uint64_t reported = 0;
   int last = -1;
   bool ordered = true;
-  const std::regex note(R"(sluice: log: (\d+) line\(s\) dropped)");
+  // (no <regex>: GCC 12 at -O1 under ASan warns falsely inside it, -Wmaybe-uninitialized)
+  const std::string note = "sluice: log: ";
   for (const std::string& line : lines_of(text)) {
-    std::smatch m;
-    if (std::regex_search(line, m, note)) {
-      reported += std::stoull(m[1].str());
+    if (const auto at = line.find(note); at != std::string::npos && line.find(" line(s) dropped", at) != std::string::npos) {
+      reported += std::stoull(line.substr(at + note.size()));
       continue;
     }
     const auto at = line.rfind("line ");
