@@ -128,8 +128,10 @@ fi
 # halt_on_error: the first report ends that test, with the report in its output.
 tsan_result="skipped (SLUICE_SKIP_TSAN=1)"
 if [[ "${SLUICE_SKIP_TSAN:-0}" != 1 ]]; then
+  # die_after_fork=0: crash tests fork a child after the log writer and the blocking-work pool have
+  # started threads, and the child runs a job (new threads); TSan refuses that by default.
   tsan_start=$SECONDS
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0 \
     sanitized_suite "$build_base/tsan" tsan ThreadSanitizer SLUICE_TSAN
   tsan_result="$(count_tests "$build_base/tsan") tests passed in $((SECONDS - tsan_start))s"
 fi
