@@ -90,7 +90,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
                            r.exit_code == 0 ? "done" : r.exit_code == 130 ? "stopped (a rerun resumes)" : "FAILED",
                            r.final.checkpoints_completed,
                            r.final.checkpoints_aborted, progress_text(r.final));
-    if (r.exit_code != 0) summary += fmt::format("\nsluice {}: {}", what, r.message);
+    if (r.exit_code != 0 || !r.message.empty()) summary += fmt::format("\nsluice {}: {}", what, r.message);
   }
   line.finish(summary);
   return r.exit_code;

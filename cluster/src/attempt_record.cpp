@@ -51,4 +51,22 @@ std::optional<member_record> member_record::decode(std::string_view text) {
   }
 }
 
+std::string finished_record::encode() const {
+  return json{{"attempt", attempt}, {"checkpoint", checkpoint}, {"fingerprint", fingerprint}}.dump();
+}
+
+std::optional<finished_record> finished_record::decode(std::string_view text) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  try {
+    finished_record r;
+    r.attempt = j.at("attempt").get<std::uint64_t>();
+    r.checkpoint = j.at("checkpoint").get<snapshot::checkpoint_id>();
+    r.fingerprint = j.at("fingerprint").get<std::string>();
+    return r;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace sluice::cluster::detail

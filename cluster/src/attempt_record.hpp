@@ -1,6 +1,7 @@
 #pragma once
-// attempt_record: what the leader writes to `<prefix>attempt` to start an attempt, and what a
-// member writes to `<prefix>member/<i>`, as JSON (nlohmann-json).
+// attempt_record: what the leader writes to `<prefix>attempt` to start an attempt, what a member
+// writes to `<prefix>member/<i>`, and what the leader writes to `<prefix>finished`, as JSON
+// (nlohmann-json).
 
 #include <sluice/io/result.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
@@ -32,6 +33,16 @@ struct member_record {
   std::string fingerprint;  // dataflow::encode_fingerprint of its job
   std::string encode() const;
   static std::optional<member_record> decode(std::string_view text);
+};
+
+// `<prefix>finished`: the job ended on every worker of attempt `attempt`, its final checkpoint
+// `checkpoint`, with the job whose fingerprint is `fingerprint`.
+struct finished_record {
+  std::uint64_t attempt = 0;
+  snapshot::checkpoint_id checkpoint = 0;
+  std::string fingerprint;
+  std::string encode() const;
+  static std::optional<finished_record> decode(std::string_view text);
 };
 
 }  // namespace sluice::cluster::detail

@@ -37,6 +37,10 @@ rt::task<std::optional<attempt_record>> worker_loop::start_attempt() {
       }
       std::optional<attempt_record> last;
       if (!previous->kvs.empty()) last = attempt_record::decode(previous->kvs[0].value);
+      if (last) {  // the job ended there on every worker (job_end.cpp)
+        const bool over = co_await finish_if_all_done(*last);
+        if (over) co_return std::nullopt;
+      }
       std::vector<unsigned> missing;
       for (unsigned w = 0; w < options_.workers; ++w) {
         if (!by_index.contains(w)) missing.push_back(w);
@@ -84,6 +88,8 @@ rt::task<std::optional<attempt_record>> worker_loop::start_attempt() {
         io::result<etcd::txn_response> r = co_await etcd_.txn(std::move(fence), std::move(write));
         if (r && r->succeeded) {
           attempt_revision_ = r->revision;
+          // The messages of attempts before the previous one (whose left/ and done/ keys this reads).
+          if (a.number > 2) (void)co_await etcd_.del_prefix(keys_.messages(a.number - 2));
           co_return a;
         }
         if (r) co_return std::nullopt;  // fenced: campaign again
@@ -102,6 +108,8 @@ rt::task<std::optional<attempt_record>> worker_loop::start_attempt() {
 rt::task<std::optional<attempt_record>> worker_loop::await_attempt() {
   for (bool logged = false;; logged = true) {
     if (lost_) co_return std::nullopt;
+    const bool over = co_await finished_already();
+    if (over) co_return std::nullopt;
     io::result<etcd::range_response> leader = co_await etcd_.get(keys_.leader());
     if (leader && (leader->kvs.empty() || leader->kvs[0].create_revision != epoch_)) co_return std::nullopt;
     if (leader && !leader->kvs.empty()) {
@@ -111,18 +119,9 @@ rt::task<std::optional<attempt_record>> worker_loop::await_attempt() {
       std::optional<member_record> m;
       if (theirs && !theirs->kvs.empty()) m = member_record::decode(theirs->kvs[0].value);
       if (m && m->fingerprint != dataflow::encode_fingerprint(job_.identity())) {
-        std::string why = "its job or arguments differ";
-        if (io::result<dataflow::job_fingerprint> fp = dataflow::decode_fingerprint(m->fingerprint)) {
-          std::vector<std::string> d = dataflow::fingerprint_differences(*fp, job_.identity(), ss::no_checkpoint);
-          const std::string taken = fmt::format("checkpoint {} was taken with ", ss::no_checkpoint);
-          for (std::string& line : d) {
-            if (line.rfind(taken, 0) == 0) line = "the leader runs " + line.substr(taken.size());
-          }
-          if (!d.empty()) why = fmt::format("{}", fmt::join(d, "; "));
-        }
         refusal_ = refused(fmt::format("worker {} does not run the leader's job (worker {}): {}; start every worker "
                                        "with the same job arguments",
-                                       options_.index, who, why));
+                                       options_.index, who, differences(m->fingerprint)));
         co_return std::nullopt;
       }
     }
@@ -157,6 +156,7 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
   watching.request_stop();
   co_await watching.join();
   link_ = nullptr;
+  if (result.exit_code == 0) co_await report_done(a);  // (before left/: the leader reads both)
   // The leader waits for this key (or a new member key) before the next attempt: retried while
   // etcd is unreachable, unless the lease is lost (then the member key is new anyway).
   const std::string left = keys_.messages(a.number) + fmt::format("left/{}", options_.index);
@@ -170,11 +170,14 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
 }
 
 rt::task<dataflow::job_result> worker_loop::run() {
-  io::result<void> joined = co_await join();
+  // A job that finished already: nothing to join (and a worker refused for another job).
+  const bool over = co_await finished_already();
+  io::result<void> joined = io::error(std::make_error_code(std::errc::operation_canceled), "finished already");
+  if (!over) joined = co_await join();
   unsigned failures = 0;  // attempts in a row that ended with no checkpoint completed
   ss::checkpoint_id last_allowed = ss::no_checkpoint;
   dataflow::job_result last;
-  if (!joined) last = dataflow::job_result{.exit_code = 1, .message = "cluster: " + joined.error().message()};
+  if (!joined && !over) last = dataflow::job_result{.exit_code = 1, .message = "cluster: " + joined.error().message()};
   while (joined) {
     if (lost_) {
       io::result<void> again = co_await join();
@@ -199,14 +202,20 @@ rt::task<dataflow::job_result> worker_loop::run() {
       a = co_await await_attempt();
     }
     if (!a) {
-      if (engine_.stop_signal() != 0 || refusal_) break;
+      if (engine_.stop_signal() != 0 || refusal_ || finished_) break;
       continue;
     }
     last_attempt_ = a->number;
     if (a->newest_allowed != last_allowed) failures = 0;  // a checkpoint completed since: progress
     last_allowed = a->newest_allowed;
     last = co_await run_attempt(*a, attempt_revision_ + 1);
-    if (last.exit_code == 0 || last.exit_code == 2 || engine_.stop_signal() != 0) break;
+    if (engine_.stop_signal() != 0) break;
+    if (last.exit_code == 0) {  // this worker's part ended the job: until every worker's did (job_end.cpp)
+      completed_ = last;
+      failures = 0;
+      continue;
+    }
+    if (last.exit_code == 2) break;
     failures = last.final.checkpoints_completed > 0 ? 1 : failures + 1;
     if (failures >= options_.max_failures) {
       last.message = fmt::format("{} attempts in a row failed; the last: {}", failures, last.message);
@@ -216,7 +225,11 @@ rt::task<dataflow::job_result> worker_loop::run() {
     const bool slept = co_await pause(std::min(std::chrono::milliseconds(2000), poll_interval * failures));
     if (!slept) break;
   }
-  if (refusal_) last = *refusal_;
+  if (refusal_) {
+    last = *refusal_;
+  } else if (finished_) {
+    last = *finished_;
+  }
   background_.request_stop();
   co_await background_.join();
   if (lease_ != 0) (void)co_await etcd_.lease_revoke(lease_);  // the others see this worker go at once

@@ -89,7 +89,7 @@ struct job_settings {
 
 struct job_result {
   int exit_code = 0;
-  std::string message;  // what failed, or empty
+  std::string message;  // what failed; with exit code 0, empty or a note ("stopped by request")
   std::optional<snapshot::checkpoint_id> resumed_from;
   job_progress final;
   // Network-memory segments not back in their pools once everything was torn down: always 0 unless
