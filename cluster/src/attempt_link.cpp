@@ -351,6 +351,7 @@ void attempt_link::on_message(std::string_view suffix, const std::string& value,
   } else if (kind == 'c') {
     const auto id = number_at(rest);
     if (!id) return;
+    if (seen_completed_.insert(*id).second) newest_completed_ = std::max(newest_completed_, *id);
     for (ss::checkpoint_participant* t : local_) t->home().post([t, id = *id] { t->notify_checkpoint_complete(id); });
   } else if (kind == 'x') {
     const auto id = number_at(rest);
@@ -358,6 +359,7 @@ void attempt_link::on_message(std::string_view suffix, const std::string& value,
     if (!id || j.is_discarded()) return;
     const ss::abort_reason reason = reason_named(j.value("reason", std::string()));
     const std::string detail = j.value("detail", std::string());
+    seen_aborted_.insert(*id);
     for (ss::checkpoint_participant* t : local_) {
       t->home().post([t, id = *id, reason, detail] { t->notify_checkpoint_aborted(id, reason, detail); });
     }

@@ -89,6 +89,11 @@ class attempt_link final : public dataflow::cluster_link, public snapshot::check
   void decline(snapshot::task_id task, snapshot::checkpoint_id id, snapshot::abort_reason reason,
                std::string detail) override;
 
+  // Follower: the checkpoints the leader said completed (c/) or aborted (x/) during this attempt.
+  std::size_t completed_seen() const noexcept { return seen_completed_.size(); }
+  std::size_t aborted_seen() const noexcept { return seen_aborted_.size(); }
+  snapshot::checkpoint_id newest_completed_seen() const noexcept { return newest_completed_; }
+
   // What a remote participant's calls become (leader).
   void send_trigger(snapshot::checkpoint_id id, snapshot::checkpoint_mode mode, const snapshot::trigger_options& o);
   void send_complete(snapshot::checkpoint_id id);
@@ -119,6 +124,9 @@ class attempt_link final : public dataflow::cluster_link, public snapshot::check
   snapshot::checkpoint_id triggered_ = 0;  // the newest id sent as t/ (and c/, x/ below)
   std::set<snapshot::checkpoint_id> completed_sent_;
   std::set<snapshot::checkpoint_id> aborted_sent_;
+  std::set<snapshot::checkpoint_id> seen_completed_;  // follower
+  std::set<snapshot::checkpoint_id> seen_aborted_;
+  snapshot::checkpoint_id newest_completed_ = snapshot::no_checkpoint;
   std::int64_t last_publish_revision_ = 0;
   runtime::event all_data_ended_;
   runtime::event finish_;

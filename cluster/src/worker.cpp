@@ -152,6 +152,11 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
                 : a.newest_allowed == ss::no_checkpoint   ? std::string("nothing: a fresh start")
                                                           : fmt::format("checkpoint {} or older", a.newest_allowed));
   dataflow::job_result result = co_await job_.run_attempt(engine_, link);
+  if (!link.leader()) {  // (a follower has no coordinator: it counts what the leader told it)
+    result.final.checkpoints_completed = link.completed_seen();
+    result.final.checkpoints_aborted = link.aborted_seen();
+    result.final.last_checkpoint = link.newest_completed_seen();
+  }
   co_await link.stop(result.exit_code != 0);
   watching.request_stop();
   co_await watching.join();
