@@ -1,13 +1,15 @@
 #pragma once
-// abuse_support: what a test needs to attack a worker's data port from outside (cluster_abuse_test):
-// a worker process whose pid is known (for /proc/<pid>/status) and whose environment sets SLUICE_LOG,
-// plain blocking sockets from a chosen loopback source address (all of 127/8 is loopback on Linux,
-// so "another host" is 127.0.0.2), a dialer's side of the hello (buffers/hello.hpp) written with the
+// abuse_support: what a test needs to attack a worker's data port from outside (cluster_abuse_test;
+// the worker processes are cluster_support.hpp's tool_process): plain blocking sockets from a
+// chosen loopback source address (all of 127/8 is loopback on Linux, so "another host" is
+// 127.0.0.2), a dialer's side of the hello (buffers/hello.hpp) written with the
 // codec alone, the newest committed checkpoint of a directory, and a process's resident memory.
 //
 // Everything here blocks: it runs on the test's main thread, never on an executor.
 
-#include "run_sluice.hpp"
+#include "cluster_support.hpp"
+
+#include <support/fd_limit.hpp>
 
 #include <sluice/buffers/hello.hpp>
 #include <sluice/buffers/tcp_transport.hpp>
@@ -35,61 +37,6 @@
 #include <vector>
 
 namespace sluice::test {
-
-// One `sluice ...` process with `env` added to its environment, its output in `log`; SIGKILLed if
-// still running when destroyed.
-class worker_process {
- public:
-  worker_process(std::vector<std::string> args, std::string log, std::vector<std::string> env = {})
-      : log_(std::move(log)) {
-    std::vector<char*> argv;
-    std::string tool = SLUICE_TOOL_PATH;
-    argv.push_back(tool.data());
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      for (auto& e : env) ::putenv(e.data());
-      const int out = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      if (out < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) ::_exit(127);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-  }
-  worker_process(const worker_process&) = delete;
-  worker_process& operator=(const worker_process&) = delete;
-  ~worker_process() {
-    if (pid_ > 0 && !exit_code_) {
-      ::kill(pid_, SIGKILL);
-      int status = 0;
-      (void)::waitpid(pid_, &status, 0);
-    }
-  }
-  pid_t pid() const noexcept { return pid_; }
-  bool running() { return !wait(std::chrono::milliseconds(0)).has_value(); }
-  // The exit code (-signal when a signal ended it), or nullopt if still running after `within`.
-  std::optional<int> wait(std::chrono::milliseconds within) {
-    if (exit_code_) return exit_code_;
-    const auto give_up = std::chrono::steady_clock::now() + within;
-    for (;;) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-        return exit_code_;
-      }
-      if (std::chrono::steady_clock::now() >= give_up) return std::nullopt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-  std::string log() const { return read_whole_file(log_); }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  std::optional<int> exit_code_;
-};
 
 // VmRSS of `pid` in KiB (0 if it cannot be read: the process is gone).
 inline std::size_t rss_kib(pid_t pid) {
@@ -124,21 +71,6 @@ inline std::vector<std::string> lines_with(const std::string& text, const std::s
     if (line.find(needle) != std::string::npos) out.push_back(line);
   }
   return out;
-}
-
-// Raises RLIMIT_NOFILE's soft limit to the hard one if `needed` fds do not fit; "" when they fit.
-inline std::string raise_fd_limit(std::size_t needed) {
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return "getrlimit failed";
-  if (lim.rlim_cur < needed && lim.rlim_max >= needed) {
-    lim.rlim_cur = lim.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) return "setrlimit failed";
-  }
-  if (lim.rlim_cur < needed) {
-    return "RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + " (hard " + std::to_string(lim.rlim_max) + "), " +
-           std::to_string(needed) + " needed";
-  }
-  return {};
 }
 
 // A blocking TCP connection from `from` (an IPv4 loopback address such as "127.0.0.2", port 0) to

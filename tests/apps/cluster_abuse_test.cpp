@@ -99,21 +99,21 @@ TEST_CASE("cluster: a worker's data port under garbage, wrong secrets, stale epo
   ::chmod(secret.c_str(), 0600);
 
   // The one-process reference runs meanwhile (it only shares the cores).
-  worker_process reference({"wordcount", "--input", input, "--output", dir.file("reference"), "--checkpoint-dir",
-                            dir.file("reference-chk"), "--quiet"},
-                           dir.file("reference.log"));
+  tool_process reference({"wordcount", "--input", input, "--output", dir.file("reference"), "--checkpoint-dir",
+                          dir.file("reference-chk"), "--quiet"},
+                         dir.file("reference.log"));
   std::vector<unsigned> ports;
   for (unsigned i = 0; i < workers; ++i) ports.push_back(free_port());
   const std::string chk = dir.file("chk");
-  std::vector<std::unique_ptr<worker_process>> w;
+  std::vector<std::unique_ptr<tool_process>> w;
   for (unsigned i = 0; i < workers; ++i) {
-    w.push_back(std::make_unique<worker_process>(
+    w.push_back(std::make_unique<tool_process>(
         std::vector<std::string>{"wordcount", "--input", input, "--output", dir.file("out"), "--checkpoint-dir", chk,
                                  "--parallelism", "3", "--checkpoint-interval-ms", "100", "--quiet", "--cluster",
                                  etcd.endpoint(), "--job-name", job, "--workers", std::to_string(workers),
                                  "--worker-index", std::to_string(i), "--listen",
                                  "127.0.0.1:" + std::to_string(ports[i]), "--secret-file", secret},
-        dir.file("w" + std::to_string(i) + ".log"), std::vector<std::string>{"SLUICE_LOG=info"}));
+        dir.file("w" + std::to_string(i) + ".log"), std::string(), std::vector<std::string>{"SLUICE_LOG=info"}));
   }
 
   // The job runs: a checkpoint is published, so every data port is up and connected.
@@ -125,7 +125,7 @@ TEST_CASE("cluster: a worker's data port under garbage, wrong secrets, stale epo
     if (w[i]->log().find("worker " + std::to_string(i) + " leads job") != std::string::npos) attacked = i;
   }
   REQUIRE(attacked < workers);
-  worker_process& leader = *w[attacked];
+  tool_process& leader = *w[attacked];
   const std::string early = leader.log();
   std::smatch attempt_match;
   REQUIRE(std::regex_search(early, attempt_match, std::regex("runs attempt (\\d+) \\(leader;")));

@@ -100,6 +100,7 @@ class tool_process {
   }
   void kill(int sig = SIGKILL) const { ::kill(pid_, sig); }
   pid_t pid() const { return pid_; }
+  bool running() { return !wait(std::chrono::milliseconds(0)).has_value(); }
   // The exit code (-signal when a signal ended it), or nullopt if still running after `within`.
   std::optional<int> wait(std::chrono::milliseconds within) {
     if (exit_code_) return exit_code_;

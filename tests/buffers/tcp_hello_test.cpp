@@ -9,6 +9,7 @@
 #include <sluice/runtime/timer.hpp>
 #include <sluice/runtime/when_all.hpp>
 
+#include <support/fd_limit.hpp>
 #include <support/temp_dir.hpp>
 
 #include "channel_fixture.hpp"
@@ -18,7 +19,6 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +33,7 @@
 using namespace sluice::buffers;
 using namespace sluice::runtime;
 using namespace sluice::test::channels;
+using sluice::test::raise_fd_limit;
 using namespace sluice::test::tcp;
 using sluice::test::count_lines;
 using sluice::test::stderr_capture;
@@ -388,21 +389,6 @@ TEST_CASE("two workers that dial each other at once settle on one connection and
 namespace {
 
 constexpr std::size_t idle_connections = 2000;
-
-// The fds the flood needs: the soft limit raised to the hard one. Empty if that is enough.
-std::string raise_fd_limit(std::size_t needed) {
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return "getrlimit failed";
-  if (lim.rlim_cur < needed && lim.rlim_max >= needed) {
-    lim.rlim_cur = lim.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) return "setrlimit failed";
-  }
-  if (lim.rlim_cur < needed) {
-    return "RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + " (hard " + std::to_string(lim.rlim_max) + "), " +
-           std::to_string(needed) + " needed";
-  }
-  return {};
-}
 
 struct flood_log {
   bool moving = true;                   // the good channel kept moving at each step
