@@ -49,20 +49,23 @@ std::string text(const json& object, const char* name) {
 
 std::string bytes(const json& object, const char* name) { return base64_decode(text(object, name)); }
 
-const json& array_or_empty(const json& object, const char* name) {
-  static const json empty = json::array();
+// The field `name` if it is of `kind` (json::is_array, is_object), `empty` if it is missing.
+const json& of_kind_or(const json& object, const char* name, bool (json::*kind)() const noexcept, const json& empty,
+                       const char* kind_name) {
   const json* v = field(object, name);
   if (v == nullptr) return empty;
-  if (!v->is_array()) throw shape_error("field '" + std::string(name) + "' is not an array");
+  if (!((*v).*kind)()) throw shape_error("field '" + std::string(name) + "' is not " + kind_name);
   return *v;
+}
+
+const json& array_or_empty(const json& object, const char* name) {
+  static const json empty = json::array();
+  return of_kind_or(object, name, &json::is_array, empty, "an array");
 }
 
 const json& object_or_empty(const json& object, const char* name) {
   static const json empty = json::object();
-  const json* v = field(object, name);
-  if (v == nullptr) return empty;
-  if (!v->is_object()) throw shape_error("field '" + std::string(name) + "' is not an object");
-  return *v;
+  return of_kind_or(object, name, &json::is_object, empty, "an object");
 }
 
 key_value to_kv(const json& j) {
