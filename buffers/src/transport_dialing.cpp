@@ -211,6 +211,7 @@ runtime::task<void> transport_core::dial_and_run(connection* c) {
     } else {
       c->stream = std::move(*stream).value();
       (void)c->stream.set_nodelay(true);
+      (void)c->stream.set_dead_peer_timeout(options.dead_peer_timeout);
       hello_outcome o = co_await hello(c);
       if (o.ok) {
         go_up(*c, o.peer);
@@ -294,6 +295,7 @@ runtime::task<void> transport_core::accept_loop() {
     }
     ++unauthenticated_by_source_[source];
     (void)stream.set_nodelay(true);
+    (void)stream.set_dead_peer_timeout(options.dead_peer_timeout);
     auto owned = std::make_unique<connection>(next_connection_id_++, peer, false, options);
     connection* c = owned.get();
     c->stream = std::move(stream);

@@ -98,6 +98,7 @@ buffers::transport_options attempt_link::transport() const {
   o.epoch = attempt_.number;
   o.node_id = attempt_.ports.at(settings_.worker);
   o.secret = std::span<const std::byte>(settings_.secret);
+  o.dead_peer_timeout = settings_.dead_peer_timeout;
   return o;
 }
 

@@ -30,6 +30,7 @@
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/scope.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -46,6 +47,8 @@ struct link_settings {
   io::address listen;
   std::string job_name;
   std::vector<std::byte> secret;
+  // A data connection whose peer went silent ends after this (transport_options::dead_peer_timeout).
+  std::chrono::milliseconds dead_peer_timeout{0};
 };
 
 class attempt_link final : public dataflow::cluster_link, public snapshot::checkpoint_acknowledger {

@@ -141,7 +141,10 @@ rt::task<std::optional<attempt_record>> worker_loop::await_attempt() {
 }
 
 rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a, std::int64_t watch_from) {
-  detail::link_settings s{&keys_, options_.index, options_.listen, options_.job_name, options_.secret};
+  // Workers that both still reach etcd but no longer each other (a partition between them) see
+  // their data connections end within two TTLs, and the attempt with them.
+  const auto silent = std::max(std::chrono::milliseconds(2000), 2 * std::chrono::milliseconds(options_.lease_ttl));
+  link_settings s{&keys_, options_.index, options_.listen, options_.job_name, options_.secret, silent};
   detail::attempt_link link(etcd_, engine_.at(0), plan_, a, watch_from, s);
   link_ = &link;
   rt::scope watching;

@@ -18,6 +18,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 namespace sluice::io {
@@ -163,6 +165,30 @@ result<void> tcp_stream::set_nodelay(bool on) {
   const int value = on ? 1 : 0;
   if (const int rc = sys().setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &value, sizeof value); rc < 0) {
     return error::from_errno(-rc, context("set TCP_NODELAY on connection to", peer_));
+  }
+  return success();
+}
+
+result<void> tcp_stream::set_dead_peer_timeout(std::chrono::milliseconds after) {
+  if (fd_ < 0) return detail::closed_error(context("set the dead-peer timeout on connection to", peer_));
+  if (peer_.family() == AF_UNIX || after.count() <= 0) return success();
+  const int idle_s = static_cast<int>(std::max<std::int64_t>(1, after.count() / 4000));
+  const int user_ms = static_cast<int>(std::min<std::int64_t>(after.count(), 24 * 3600 * 1000));
+  const int one = 1;
+  const int probes = 9;  // (TCP_USER_TIMEOUT decides when probing stops)
+  struct option {
+    int level, name;
+    const int* value;
+    const char* what;
+  };
+  for (const option& o : {option{SOL_SOCKET, SO_KEEPALIVE, &one, "SO_KEEPALIVE"},
+                          option{IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, "TCP_KEEPIDLE"},
+                          option{IPPROTO_TCP, TCP_KEEPINTVL, &idle_s, "TCP_KEEPINTVL"},
+                          option{IPPROTO_TCP, TCP_KEEPCNT, &probes, "TCP_KEEPCNT"},
+                          option{IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, "TCP_USER_TIMEOUT"}}) {
+    if (const int rc = sys().setsockopt(fd_, o.level, o.name, o.value, sizeof(int)); rc < 0) {
+      return error::from_errno(-rc, context((std::string("set ") + o.what + " on connection to").c_str(), peer_));
+    }
   }
   return success();
 }

@@ -212,6 +212,46 @@ TEST_CASE("cluster netns: a follower cut off for longer than the lease finds its
                   ms_between(up, logged_at(c.workers[leader]->log(), "runs attempt", up)));
 }
 
+// A partition between two workers only: both still reach etcd (and renew their leases), but not
+// each other. Their data connections go silent, with no reset; each end gives up on its own after
+// the dead-peer timeout (2 TTLs: buffers::transport_options::dead_peer_timeout), which fails the
+// attempt. Until the path is back, new attempts fail at the dial; then the job finishes exactly.
+TEST_CASE("cluster netns: two workers that no longer reach each other but still reach etcd end the attempt: exact output") {
+  SLUICE_SKIP_WITHOUT_ETCD();
+  SLUICE_SKIP_WITHOUT_NETNS();
+  netns_cluster c("between", 1000000);
+  c.start_all();
+  const unsigned leader = c.wait_for_checkpoint();
+  const unsigned a = (leader + 1) % 3;
+  const unsigned b = (leader + 2) % 3;
+  INFO("leader " << leader << "; workers " << a << " and " << b << " cut from each other");
+  const wall::time_point down = wall::now();
+  c.net.cut_between(c.host(a), c.host(b));
+  const bool noticed = eventually([&] { return logged_at(c.workers[leader]->log(), "ended:", down).has_value(); }, 20s);
+  INFO(c.logs());
+  REQUIRE(noticed);
+  const wall::time_point ended = *logged_at(c.workers[leader]->log(), "ended:", down);
+  std::this_thread::sleep_for(500ms);
+  c.net.mend_between(c.host(a), c.host(b));
+  c.expect_all_done();
+  // One of the two cut off noticed its connection fail on its own (the other may see the first
+  // fail). A real partition drops packets in the network, and the connection fails with "timed
+  // out"; here the blackhole route drops them in the sender's kernel, which reports its route error
+  // instead, EINVAL ("Invalid argument"), once the same timeout ran out.
+  const auto own_failure = [&](unsigned w) {
+    return logged_at(c.workers[w]->log(), "timed out", down) || logged_at(c.workers[w]->log(), "Invalid argument", down);
+  };
+  CHECK((own_failure(a) || own_failure(b)));
+  // No lease was lost: it was the data connections that noticed.
+  for (unsigned i = 0; i < 3; ++i) CHECK_FALSE(logged_at(c.workers[i]->log(), "lost its place in the job", down).has_value());
+  // Why it ended, as the leader logged it: a connection that timed out, or the worker it failed on.
+  const std::string leader_log = c.workers[leader]->log();
+  const std::size_t at = leader_log.find("ended:", leader_log.find("runs attempt"));
+  const std::string why = leader_log.substr(at, leader_log.find('\n', at) - at);
+  std::printf("measured: partition between two workers: the attempt ended %ld ms after the cut (%s)\n",
+              ms_between(down, ended), why.c_str());
+}
+
 TEST_CASE("cluster netns: a leader cut off is replaced, comes back stale, steps down and rejoins: exact output") {
   SLUICE_SKIP_WITHOUT_ETCD();
   SLUICE_SKIP_WITHOUT_NETNS();

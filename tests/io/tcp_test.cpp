@@ -9,9 +9,11 @@
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -358,4 +360,44 @@ TEST_CASE("recv_exact fails with unexpected_eof when the stream ends in the midd
   REQUIRE_FALSE(r.ok());
   REQUIRE(r.error().code() == errc::unexpected_eof);
   REQUIRE(r.error().message() == "recv from " + peer + " (after 3 of 8 bytes): unexpected end of stream");
+}
+
+namespace {
+int int_option(int fd, int level, int name) {
+  int v = -1;
+  socklen_t size = sizeof v;
+  return ::getsockopt(fd, level, name, &v, &size) == 0 ? v : -1;
+}
+
+struct dead_peer_options {
+  int keepalive = -1, idle = -1, interval = -1, user_timeout = -1, untouched_keepalive = -1;
+};
+
+task<dead_peer_options> set_and_read_dead_peer_timeout() {
+  auto listener = tcp_listener::listen(address::loopback_v4()).value();
+  auto client = (co_await tcp_stream::connect(listener.local_address())).value();
+  auto server = (co_await listener.accept()).value();
+  client.set_dead_peer_timeout(std::chrono::milliseconds(6000)).value();
+  server.set_dead_peer_timeout(std::chrono::milliseconds(0)).value();  // 0: left to TCP
+  dead_peer_options o;
+  o.keepalive = int_option(client.fd(), SOL_SOCKET, SO_KEEPALIVE);
+  o.idle = int_option(client.fd(), IPPROTO_TCP, TCP_KEEPIDLE);
+  o.interval = int_option(client.fd(), IPPROTO_TCP, TCP_KEEPINTVL);
+  o.user_timeout = int_option(client.fd(), IPPROTO_TCP, TCP_USER_TIMEOUT);
+  o.untouched_keepalive = int_option(server.fd(), SOL_SOCKET, SO_KEEPALIVE);
+  (co_await client.close()).value();
+  (co_await server.close()).value();
+  co_return o;
+}
+}  // namespace
+
+// (That a silent peer then ends the connection is tests/apps/cluster_netns_test.cpp's: a silent
+// path needs two network namespaces.)
+TEST_CASE("set_dead_peer_timeout sets TCP_USER_TIMEOUT and keepalive probes every quarter of it", "[tcp]") {
+  const dead_peer_options o = sync_wait(set_and_read_dead_peer_timeout());
+  CHECK(o.keepalive == 1);
+  CHECK(o.idle == 1);  // 6 s / 4, in whole seconds
+  CHECK(o.interval == 1);
+  CHECK(o.user_timeout == 6000);
+  CHECK(o.untouched_keepalive == 0);
 }

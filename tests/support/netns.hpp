@@ -25,6 +25,7 @@
 //   netns_hosts net({"etcd", "w0", "w1"});
 //   net.address("etcd");           // "10.210.0.2"
 //   net.unplug("w1"); ... net.plug("w1");
+//   net.cut_between("w0", "w1"); ... net.mend_between("w0", "w1");
 
 #include <fcntl.h>
 #include <sched.h>
@@ -152,6 +153,17 @@ class netns_hosts {
   // The host's cable out of the hub (and back in): nothing reaches it, nothing leaves it.
   void unplug(const std::string& h) { ip({"-n", name("hub"), "link", "set", at(h).cable, "down"}); }
   void plug(const std::string& h) { ip({"-n", name("hub"), "link", "set", at(h).cable, "up"}); }
+  // Hosts a and b no longer reach each other (both still reach every other host): each drops what
+  // it would send to the other (a blackhole route), so their connections go silent, and a new
+  // connect between them fails at once (EINVAL). mend() takes the routes out again.
+  void cut_between(const std::string& a, const std::string& b) {
+    ip({"-n", at(a).ns, "route", "add", "blackhole", at(b).address + "/32"});
+    ip({"-n", at(b).ns, "route", "add", "blackhole", at(a).address + "/32"});
+  }
+  void mend_between(const std::string& a, const std::string& b) {
+    ip({"-n", at(a).ns, "route", "del", "blackhole", at(b).address + "/32"});
+    ip({"-n", at(b).ns, "route", "del", "blackhole", at(a).address + "/32"});
+  }
 
  private:
   struct host {

@@ -114,6 +114,10 @@ struct transport_options {
   std::chrono::milliseconds refusal_log_window{10'000};
   // How long a dial keeps retrying (refused, reset during the hello, peer not at this epoch yet).
   std::chrono::milliseconds connect_timeout{30'000};
+  // A peer gone silent (a partition: no reset, no FIN) ends its connections after about this long
+  // (io::tcp_stream::set_dead_peer_timeout), and with them the channels they carry; 0 leaves it
+  // to TCP (about 15 minutes). Jobs across workers set it from the lease (cluster/worker.hpp).
+  std::chrono::milliseconds dead_peer_timeout{0};
 
   // The largest buffer payload accepted; at least the segment size of the gates it feeds.
   std::uint32_t max_frame_payload_bytes = default_segment_bytes;

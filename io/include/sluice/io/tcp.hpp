@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 
 #include <cstddef>
+#include <chrono>
 #include <optional>
 #include <span>
 
@@ -73,6 +74,13 @@ class tcp_stream {
 
   // TCP_NODELAY; a no-op on a Unix socket.
   result<void> set_nodelay(bool on);
+  // A peer gone silent (a partition, a host that vanished: no reset, no FIN) ends the connection
+  // with ETIMEDOUT after about `after`: TCP_USER_TIMEOUT (sent data unacknowledged that long) and
+  // keepalive probes every after/4 (at least 1 s) once it is idle for after/4, so an idle
+  // connection is probed too. A live peer answers the probes from its kernel, however busy or
+  // backpressured it is. Without it a silent peer is noticed only by TCP's retransmission limit,
+  // about 15 minutes. A no-op on a Unix socket, and with `after` 0.
+  result<void> set_dead_peer_timeout(std::chrono::milliseconds after);
   address peer() const noexcept { return peer_; }
   result<address> local_address() const;
   bool is_open() const noexcept { return fd_ >= 0; }
