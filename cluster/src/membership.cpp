@@ -17,8 +17,16 @@ namespace rt = sluice::runtime;
 
 namespace {
 
-etcd::client_options renewal_options(std::chrono::seconds ttl) {
+// Every connection to etcd (the watch's included) gives up on a silent path after two TTLs, as the
+// data connections do (worker.cpp).
+etcd::client_options attempt_options(std::chrono::seconds ttl) {
   etcd::client_options o;
+  o.dead_peer_timeout = std::max(std::chrono::milliseconds(2000), 2 * std::chrono::milliseconds(ttl));
+  return o;
+}
+
+etcd::client_options renewal_options(std::chrono::seconds ttl) {
+  etcd::client_options o = attempt_options(ttl);
   o.request_timeout = std::max(std::chrono::milliseconds(300), std::chrono::duration_cast<std::chrono::milliseconds>(ttl) / 3);
   return o;
 }
@@ -28,7 +36,7 @@ etcd::client_options renewal_options(std::chrono::seconds ttl) {
 worker_loop::worker_loop(dataflow::job_worker& job, const dataflow::job_plan& plan, worker_options options,
                          rt::engine& eng)
     : job_(job), plan_(plan), options_(std::move(options)), engine_(eng), keys_(options_.job_name),
-      etcd_(etcd::endpoint::parse(options_.endpoint).value()),
+      etcd_(etcd::endpoint::parse(options_.endpoint).value(), attempt_options(options_.lease_ttl)),
       renewal_(etcd::endpoint::parse(options_.endpoint).value(), renewal_options(options_.lease_ttl)) {}
 
 rt::task<io::result<void>> worker_loop::join() {

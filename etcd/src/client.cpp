@@ -94,7 +94,7 @@ task<io::result<std::string>> client::exchange(const unary_request* request) {
       }
     }
     if (!conn) {
-      auto opened = co_await detail::http_connection::open(where_);
+      auto opened = co_await detail::http_connection::open(where_, options_.dead_peer_timeout);
       if (!opened) co_return std::move(opened).error();
       conn = std::move(*opened);
     }

@@ -117,10 +117,14 @@ io::result<void> response_parser::feed_end() {
 
 // --- http_connection ---------------------------------------------------------------------------
 
-runtime::task<io::result<std::unique_ptr<http_connection>>> http_connection::open(endpoint where) {
+runtime::task<io::result<std::unique_ptr<http_connection>>> http_connection::open(endpoint where,
+                                                                                  std::chrono::milliseconds dead_peer) {
   auto stream = co_await io::tcp_stream::connect(where.address);
   if (!stream) co_return step_error("connect", stream.error());
   if (auto nodelay = stream->set_nodelay(true); !nodelay) co_return step_error("set TCP_NODELAY", nodelay.error());
+  if (auto silent = stream->set_dead_peer_timeout(dead_peer); !silent) {
+    co_return step_error("set the dead-peer timeout", silent.error());
+  }
   co_return std::unique_ptr<http_connection>(new http_connection(std::move(*stream), std::move(where.host)));
 }
 

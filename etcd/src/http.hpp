@@ -18,6 +18,7 @@
 
 #include <http_parser.h>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -76,7 +77,9 @@ io::error gateway_failure(const response_parser& parser);
 
 class http_connection {
  public:
-  static runtime::task<io::result<std::unique_ptr<http_connection>>> open(endpoint where);
+  // `dead_peer`: io::tcp_stream::set_dead_peer_timeout (TCP endpoints; 0: none).
+  static runtime::task<io::result<std::unique_ptr<http_connection>>> open(endpoint where,
+                                                                        std::chrono::milliseconds dead_peer = {});
 
   // POST `path` with a JSON body.
   runtime::task<io::result<void>> send_post(std::string_view path, std::string_view body);

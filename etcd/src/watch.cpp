@@ -25,8 +25,9 @@ io::error ended(std::string why) { return io::error(make_error_code(errc::watch_
 }  // namespace
 
 task<io::result<std::unique_ptr<watch_stream>>> watch_stream::open(endpoint where, std::size_t max_message_bytes,
-                                                                   std::string create_body) {
-  auto conn = co_await http_connection::open(where);
+                                                                   std::string create_body,
+                                                                   std::chrono::milliseconds dead_peer) {
+  auto conn = co_await http_connection::open(where, dead_peer);
   if (!conn) co_return std::move(conn).error();
   auto sent = co_await (*conn)->send_post("/v3/watch", create_body);
   if (!sent) co_return std::move(sent).error();
@@ -176,7 +177,8 @@ task<io::result<etcd::watch>> client::watch_prefix(std::string prefix, std::int6
 task<io::result<etcd::watch>> client::open_watch(std::string key, std::string range_end, std::int64_t start_revision) {
   check_home();
   auto opened = co_await runtime::with_timeout(
-      detail::watch_stream::open(where_, options_.max_response_bytes, detail::watch_create_body(key, range_end, start_revision)),
+      detail::watch_stream::open(where_, options_.max_response_bytes, detail::watch_create_body(key, range_end, start_revision),
+                                 options_.dead_peer_timeout),
       options_.request_timeout);
   if (!opened) {
     co_return fail("watch", io::error(std::make_error_code(std::errc::timed_out),

@@ -12,6 +12,7 @@
 #include <sluice/etcd/types.hpp>
 #include <sluice/runtime/executor.hpp>
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -23,7 +24,8 @@ class watch_stream {
  public:
   // Connects, sends the create request, and reads until the server says the watch is created.
   static runtime::task<io::result<std::unique_ptr<watch_stream>>> open(endpoint where, std::size_t max_message_bytes,
-                                                                      std::string create_body);
+                                                                      std::string create_body,
+                                                                      std::chrono::milliseconds dead_peer = {});
 
   runtime::task<io::result<watch_batch>> next();
   runtime::task<void> close();

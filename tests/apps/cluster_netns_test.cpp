@@ -10,6 +10,10 @@
 
 #include "cluster_support.hpp"
 
+#include <sluice/etcd/client.hpp>
+#include <sluice/runtime/sync_wait.hpp>
+#include <sluice/runtime/timer.hpp>
+
 #include <support/etcd_server.hpp>
 #include <support/netns.hpp>
 #include <support/temp_dir.hpp>
@@ -22,6 +26,7 @@
 #include <ctime>
 #include <functional>
 #include <memory>
+#include <thread>
 
 using namespace sluice::test;
 using namespace std::chrono_literals;
@@ -377,4 +382,62 @@ TEST_CASE("cluster: etcd killed mid-job and started again 2 s later: the workers
 TEST_CASE("cluster: etcd killed mid-job for longer than the lease TTL: the workers fail over once it is back, and the output is exact") {
   SLUICE_SKIP_WITHOUT_ETCD();
   run_with_etcd_down(4s, etcd_outage::past_the_ttl, "etcd-long");
+}
+
+namespace {
+
+struct silent_watch {
+  bool opened = false;
+  bool failed = false;  // next() failed (rather than waiting on)
+  long after_ms = 0;    // after the cut
+  std::string why;
+};
+
+// Opens a watch, runs `cut` (the path to etcd goes silent), then waits for the watch's next batch.
+sluice::runtime::task<silent_watch> watch_through_a_cut(std::string endpoint, std::function<void()> cut) {
+  silent_watch out;
+  sluice::etcd::client_options o;
+  o.dead_peer_timeout = 2000ms;
+  sluice::etcd::client c(sluice::etcd::endpoint::parse(endpoint).value(), o);
+  sluice::io::result<sluice::etcd::watch> w = co_await c.watch_prefix("/silent/");
+  out.opened = static_cast<bool>(w);
+  if (!w) co_return out;
+  cut();
+  const auto cut_at = std::chrono::steady_clock::now();
+  auto batch = co_await sluice::runtime::with_timeout(w->next(), 20s);
+  out.after_ms = static_cast<long>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - cut_at).count());
+  out.failed = batch.has_value() && !*batch;
+  if (out.failed) out.why = batch->error().message();
+  co_await w->close();
+  co_return out;
+}
+
+}  // namespace
+
+// The watch that carries an attempt's messages, on a path to etcd that went silent (a partition, a
+// NAT that dropped an idle connection: no reset), while other connections may still work: it fails
+// within the client's dead-peer timeout, and its owner reopens it (attempt_link::run), instead of
+// waiting forever for messages (a trigger, the final `f`) that etcd holds.
+TEST_CASE("cluster netns: a watch on a path to etcd that went silent fails within the dead-peer timeout") {
+  SLUICE_SKIP_WITHOUT_ETCD();
+  SLUICE_SKIP_WITHOUT_NETNS();
+  netns_hosts net{{"etcd", "client"}};
+  temp_dir dir;
+  etcd_server etcd{dir.path(), {.tcp_host = net.address("etcd"), .netns = net.netns("etcd")}};
+  etcd.start();
+  silent_watch outcome;
+  std::thread client([&] {  // a thread inside the client host (setns moves only the calling thread)
+    const int fd = open_netns(net.netns("client"));
+    if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) return;
+    ::close(fd);
+    outcome = sluice::runtime::sync_wait(watch_through_a_cut(etcd.endpoint(), [&] { net.cut_between("client", "etcd"); }));
+  });
+  client.join();
+  REQUIRE(outcome.opened);
+  INFO("after " << outcome.after_ms << " ms: " << outcome.why);
+  CHECK(outcome.failed);
+  CHECK(outcome.after_ms < 8000);
+  std::printf("measured: a watch on a silent path failed %ld ms after the cut (dead-peer timeout 2000 ms): %s\n",
+              outcome.after_ms, outcome.why.c_str());
 }

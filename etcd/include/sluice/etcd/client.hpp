@@ -68,6 +68,11 @@ class http_connection;
 struct client_options {
   std::chrono::milliseconds request_timeout{5000};
   std::size_t max_response_bytes = 16u << 20;  // per response; per message of a watch
+  // A connection to etcd gone silent (a partition, a NAT or load balancer that dropped an idle
+  // connection: no reset) fails after about this long, also while idle (keepalive probes:
+  // io::tcp_stream::set_dead_peer_timeout); a watch on it then fails and its owner reopens it.
+  // Without it, a watch on such a path would wait forever. TCP endpoints only; 0: left to TCP.
+  std::chrono::milliseconds dead_peer_timeout{10'000};
 };
 
 class client {
