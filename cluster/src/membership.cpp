@@ -7,7 +7,10 @@
 
 #include <fmt/core.h>
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 
@@ -73,6 +76,8 @@ rt::task<io::result<void>> worker_loop::join() {
     r = co_await etcd_.txn(std::move(missing), std::move(put), std::move(read));
     if (!r) co_return r.error();
     if (r->succeeded || engine_.at(0).now() >= deadline) break;
+    const bool revoked = co_await revoke_if_dead_here(*r);
+    if (revoked) continue;
     if (!logged) rt::log::info("cluster: worker {}'s key is still held; waiting for its lease to end", options_.index);
     const bool slept = co_await pause(poll_interval);
     if (!slept) co_return io::error(std::make_error_code(std::errc::operation_canceled), "stopped");
@@ -90,6 +95,28 @@ rt::task<io::result<void>> worker_loop::join() {
   rt::log::info("cluster: worker {} of job '{}' joined (lease {:x}, data port {})", options_.index, options_.job_name,
                 lease_, options_.advertise.to_string());
   co_return io::result<void>{};
+}
+
+// The key is held by a predecessor that died on this host: it advertised this worker's own data
+// port, and its pid is gone here. (It ran on this host: its address is this worker's. It was not
+// a live second instance: that one would hold the per-worker lock on the checkpoint directory,
+// which this process holds since job_worker::prepare.) Its lease is revoked rather than waited
+// for, so a worker restarted on the same host rejoins at once instead of after a whole TTL.
+rt::task<bool> worker_loop::revoke_if_dead_here(const etcd::txn_response& held) {
+  if (held.ranges.empty() || held.ranges[0].empty()) co_return false;
+  const etcd::key_value& kv = held.ranges[0][0];
+  const std::optional<member_record> other = member_record::decode(kv.value);
+  if (!other || kv.lease == 0 || kv.lease == lease_ || other->port != options_.advertise.to_string() ||
+      other->pid <= 0 || other->pid == static_cast<long>(::getpid())) {
+    co_return false;
+  }
+  if (::kill(static_cast<pid_t>(other->pid), 0) == 0 || errno != ESRCH) co_return false;  // (alive, or not ours to ask)
+  io::result<void> revoked = co_await etcd_.lease_revoke(kv.lease);
+  if (!revoked && revoked.error().code() != etcd::make_error_code(etcd::grpc_code::not_found)) co_return false;
+  rt::log::info("cluster: worker {}'s key was held by pid {} at {}, which is gone from this host: its lease {:x} is "
+                "revoked",
+                options_.index, other->pid, other->port, kv.lease);
+  co_return true;
 }
 
 // Renews the lease every third of its TTL, on a connection of its own (renewal_) whose calls are

@@ -41,6 +41,7 @@ class worker_loop {
  private:
   // membership.cpp
   runtime::task<io::result<void>> join();               // lease + member key
+  runtime::task<bool> revoke_if_dead_here(const etcd::txn_response& held);  // a dead predecessor's key
   runtime::task<void> keep_alive();                     // until stopped; flags lost_
   void lose_lease(std::string why, const std::string& line);
   runtime::task<io::result<void>> campaign();           // sets leader_, epoch_
