@@ -31,13 +31,16 @@ dataflow::job_builder small_job() {
   return job;
 }
 
+// What one leader's link could write: an id reservation and a publication, and what etcd then held.
+struct leader_writes {
+  bool reserved = false, published = false;
+  std::string reserve_error, publish_error;
+  std::string pointer, next_id;  // "" if missing
+};
+
 struct outcome {
   std::int64_t old_epoch = 0, new_epoch = 0;
-  bool stale_reserve = true, stale_publish = true;
-  std::string stale_reserve_error, stale_publish_error;
-  bool pointer_after_stale = true, next_id_after_stale = true;
-  bool current_reserve = false, current_publish = false;
-  std::string pointer, next_id;
+  leader_writes stale, current;
 };
 
 // The value at `key`, or "" if missing.
@@ -54,6 +57,23 @@ runtime::task<std::int64_t> take_leader_key(etcd::client* c, const cd::keys* k) 
   co_return r && r->succeeded ? r->revision : 0;
 }
 
+// A link of attempt `a` (its epoch) reserves ids up to 16 and publishes checkpoint 7.
+runtime::task<leader_writes> write_as_leader(etcd::client* c, const dataflow::job_plan* plan, cd::attempt_record a,
+                                             cd::link_settings s) {
+  leader_writes w;
+  cd::attempt_link link(*c, *runtime::executor::current(), *plan, std::move(a), 0, s);
+  io::result<void> reserved = co_await link.reserve_ids(16);
+  io::result<void> published = co_await link.publish(7);
+  w.reserved = static_cast<bool>(reserved);
+  w.published = static_cast<bool>(published);
+  if (!reserved) w.reserve_error = reserved.error().message();
+  if (!published) w.publish_error = published.error().message();
+  w.pointer = co_await value_of(c, s.where->pointer());
+  w.next_id = co_await value_of(c, s.where->next_id());
+  co_await link.stop(!published);
+  co_return w;
+}
+
 runtime::task<outcome> scenario(etcd::endpoint where) {
   outcome o;
   etcd::client c(where);
@@ -67,34 +87,11 @@ runtime::task<outcome> scenario(etcd::endpoint where) {
   a.leader = 0;
   a.ports = {"127.0.0.1:1", "127.0.0.1:2"};
   a.member_revisions = {1, 2};
-  cd::link_settings s{&k, 0, io::address::parse("127.0.0.1:0").value(), "fenced", {}};
-  runtime::executor& home = *runtime::executor::current();
-  {
-    a.epoch = o.old_epoch;
-    cd::attempt_link stale(c, home, plan, a, 0, s);
-    io::result<void> reserved = co_await stale.reserve_ids(16);
-    io::result<void> published = co_await stale.publish(7);
-    o.stale_reserve = static_cast<bool>(reserved);
-    o.stale_publish = static_cast<bool>(published);
-    if (!reserved) o.stale_reserve_error = reserved.error().message();
-    if (!published) o.stale_publish_error = published.error().message();
-    const std::string pointer = co_await value_of(&c, k.pointer());
-    const std::string next_id = co_await value_of(&c, k.next_id());
-    o.pointer_after_stale = !pointer.empty();
-    o.next_id_after_stale = !next_id.empty();
-    co_await stale.stop(true);
-  }
-  {
-    a.epoch = o.new_epoch;
-    cd::attempt_link current(c, home, plan, a, 0, s);
-    io::result<void> reserved = co_await current.reserve_ids(16);
-    io::result<void> published = co_await current.publish(7);
-    o.current_reserve = static_cast<bool>(reserved);
-    o.current_publish = static_cast<bool>(published);
-    o.pointer = co_await value_of(&c, k.pointer());
-    o.next_id = co_await value_of(&c, k.next_id());
-    co_await current.stop(false);
-  }
+  const cd::link_settings s{&k, 0, io::address::parse("127.0.0.1:0").value(), "fenced", {}};
+  a.epoch = o.old_epoch;
+  o.stale = co_await write_as_leader(&c, &plan, a, s);
+  a.epoch = o.new_epoch;
+  o.current = co_await write_as_leader(&c, &plan, a, s);
   co_return o;
 }
 
@@ -106,14 +103,14 @@ TEST_CASE("cluster fencing: a leader of an epoch that is over can neither reserv
   const outcome o = runtime::sync_wait(scenario(etcd.where()));
   REQUIRE(o.old_epoch > 0);
   REQUIRE(o.new_epoch > o.old_epoch);
-  CHECK_FALSE(o.stale_reserve);
-  CHECK_FALSE(o.stale_publish);
-  CHECK_THAT(o.stale_publish_error, Catch::Contains("fenced") && Catch::Contains("checkpoint 7 is not the job's"));
-  CHECK_THAT(o.stale_reserve_error, Catch::Contains("no longer the leader of epoch " + std::to_string(o.old_epoch)));
-  CHECK_FALSE(o.pointer_after_stale);
-  CHECK_FALSE(o.next_id_after_stale);
-  CHECK(o.current_reserve);
-  CHECK(o.current_publish);
-  CHECK(o.pointer == "7");
-  CHECK(o.next_id == "17");
+  CHECK_FALSE(o.stale.reserved);
+  CHECK_FALSE(o.stale.published);
+  CHECK_THAT(o.stale.publish_error, Catch::Contains("fenced") && Catch::Contains("checkpoint 7 is not the job's"));
+  CHECK_THAT(o.stale.reserve_error, Catch::Contains("no longer the leader of epoch " + std::to_string(o.old_epoch)));
+  CHECK(o.stale.pointer.empty());
+  CHECK(o.stale.next_id.empty());
+  CHECK(o.current.reserved);
+  CHECK(o.current.published);
+  CHECK(o.current.pointer == "7");
+  CHECK(o.current.next_id == "17");
 }
