@@ -5,6 +5,7 @@
 
 #include <sluice/dataflow/generator.hpp>
 #include <sluice/dataflow/job_runner.hpp>
+#include <sluice/runtime/log.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/dataflow/samples.hpp>
 
@@ -61,7 +62,8 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
   settings.max_record_bytes = static_cast<std::size_t>(o.max_record_bytes);
   // Two threads use `line` and `sampler`, never at once: on_progress runs on the job's executor 0
   // thread, and this thread finishes the line after run_job returned, which it does only once every
-  // executor has stopped. So they need no lock.
+  // executor has stopped. So they need no lock. (The log's writer thread prints above the line
+  // meanwhile, through print_above, which locks the line's output.)
   progress_line line({.quiet = o.quiet});
   progress_sampler sampler;
   if (line.draws()) {
@@ -70,6 +72,20 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
       line.update();
     };
   }
+  // While the status line is drawn, log lines go above it instead of running into it.
+  struct logs_above {
+    explicit logs_above(progress_line& line) : on(line.draws()) {
+      if (on) runtime::log::set_sink([&line](const runtime::log::event& e) { line.print_above(e.line); });
+    }
+    ~logs_above() {
+      if (!on) return;
+      runtime::log::flush();
+      runtime::log::set_sink({});
+    }
+    logs_above(const logs_above&) = delete;
+    logs_above& operator=(const logs_above&) = delete;
+    bool on;
+  } above(line);
   dataflow::job_result r;
   if (o.cluster.given()) {
     auto worker = worker_options_of(o.cluster);

@@ -79,6 +79,7 @@ progress_line::progress_line(options o)
 }
 
 progress_line::~progress_line() {
+  std::lock_guard lock(output_);
   if (showing_) {
     std::fputc('\n', out_);
     std::fflush(out_);
@@ -112,12 +113,23 @@ void progress_line::update(clock::time_point now) {
   std::string text = format_progress(fields(now));
   // One column short of the width: writing the last column makes some terminals wrap.
   if (width_ > 1 && text.size() >= width_) text.resize(width_ - 1);
+  std::lock_guard lock(output_);
   fmt::print(out_, "\r{}{}", text, clear_to_end);
   std::fflush(out_);
   showing_ = true;
+  shown_ = std::move(text);
+}
+
+void progress_line::print_above(std::string_view line) {
+  std::lock_guard lock(output_);
+  if (showing_) fmt::print(out_, "\r{}", clear_to_end);
+  fmt::print(out_, "{}\n", line);
+  if (showing_) fmt::print(out_, "{}", shown_);
+  std::fflush(out_);
 }
 
 void progress_line::finish(std::string_view summary) {
+  std::lock_guard lock(output_);
   if (showing_) fmt::print(out_, "\r{}", clear_to_end);
   fmt::print(out_, "{}\n", summary);
   std::fflush(out_);

@@ -10,11 +10,13 @@
 //   for (...) { progress.set_records(total, rate); progress.update(); }
 //   progress.finish(fmt::format("done: {} records", total));
 //
-// Not thread-safe: one owner calls it (typically a timer task on one executor).
+// One owner calls set*/update/finish (typically a timer task on one executor). print_above() may be
+// called from any thread meanwhile (the log's sink: runtime/log.hpp): the line's output is locked.
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,6 +72,9 @@ class progress_line {
   void update(clock::time_point now = clock::now());
   // Prints `summary` and a newline (replacing the status line, if any). After it, update() does nothing.
   void finish(std::string_view summary);
+  // Prints `line` and a newline above the status line: the status line is cleared first and drawn
+  // again after, so the two never run together. Any thread.
+  void print_above(std::string_view line);
 
   bool draws() const noexcept { return draws_; }
   progress_fields fields(clock::time_point now) const;
@@ -80,7 +85,9 @@ class progress_line {
   unsigned width_;
   clock::time_point start_;
   std::optional<clock::time_point> last_draw_;
+  std::mutex output_;  // out_, showing_ and shown_
   bool showing_ = false;  // a status line is on screen, without its newline
+  std::string shown_;     // what it shows
   bool finished_ = false;
   progress_fields fields_;
 };

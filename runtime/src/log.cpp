@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -82,11 +83,21 @@ bool write_stderr(const char* text, std::size_t size) noexcept {
   return true;
 }
 
+// One line: as stderr shows it (with its newline), and its parts for a sink.
+struct entry {
+  std::string line;
+  log_level level = log_level::info;
+  int executor = -1;
+  std::chrono::system_clock::time_point time;
+  std::size_t text_at = 0;  // where the message starts in `line`
+};
+
 struct writer {
   std::mutex mutex;
   std::condition_variable work;     // the writer thread waits for lines (and for its turn)
   std::condition_variable written;  // flush() waits for written_seq
-  std::vector<std::string> lines;
+  std::vector<entry> lines;
+  std::shared_ptr<const sink> to;  // empty: stderr
   std::size_t bytes = 0;
   std::uint64_t dropped = 0;        // since the last batch
   std::uint64_t dropped_total = 0;  // reported so far
@@ -98,26 +109,42 @@ struct writer {
   std::thread thread;
 
   // Takes the queue and the drop count (under the lock) and writes them, then `own` (outside it).
-  void write_batch(std::unique_lock<std::mutex>& lock, const std::string* own) {
+  void write_batch(std::unique_lock<std::mutex>& lock, const entry* own) {
     writing = true;
-    std::vector<std::string> batch;
+    std::vector<entry> batch;
     batch.swap(lines);
     bytes = 0;
     const std::uint64_t lost = std::exchange(dropped, 0);
     dropped_total += lost;
+    const std::shared_ptr<const sink> destination = to;
     lock.unlock();
-    std::string text;
-    if (lost != 0) {
-      text = fmt::format("sluice: log: {} line(s) dropped: stderr did not keep up\n", lost);
+    std::string lost_note;
+    if (lost != 0) lost_note = fmt::format("sluice: log: {} line(s) dropped: the log did not keep up\n", lost);
+    if (destination) {
+      if (!lost_note.empty()) deliver(*destination, entry{lost_note, log_level::warn, -1, {}, 0});
+      for (const entry& e : batch) deliver(*destination, e);
+      if (own != nullptr) deliver(*destination, *own);
+    } else {
+      std::string text = std::move(lost_note);
+      for (const entry& e : batch) text += e.line;
+      if (own != nullptr) text += own->line;
+      (void)write_stderr(text.data(), text.size());
     }
-    for (const std::string& line : batch) text += line;
-    if (own != nullptr) text += *own;
-    (void)write_stderr(text.data(), text.size());
     lock.lock();
     writing = false;
     written_seq += batch.size();
     written.notify_all();
     work.notify_all();
+  }
+
+  static void deliver(const sink& to, const entry& e) noexcept {
+    try {
+      std::string_view line(e.line);
+      if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+      to(event{e.level, e.executor, e.time, line.substr(std::min(e.text_at, line.size())), line});
+    } catch (...) {
+      // A sink that throws loses that line, nothing more.
+    }
   }
 
   void run() {
@@ -177,24 +204,24 @@ void stop_writer_at_exit() {
 // Lines from an executor thread go through the queue; any other thread writes its own.
 bool queued_here() noexcept { return executor::current() != nullptr && &current_system() == &host_system(); }
 
-void write_inline(writer& w, const std::string& line) {
+void write_inline(writer& w, const entry& line) {
   std::unique_lock lock(w.mutex);
   w.work.wait(lock, [&w] { return !w.writing; });
   w.write_batch(lock, &line);
 }
 
-void enqueue(writer& w, std::string&& line) {
+void enqueue(writer& w, entry&& line) {
   std::unique_lock lock(w.mutex);
   if (w.stopping) {  // at exit: no writer thread any more
     lock.unlock();
     write_inline(w, line);
     return;
   }
-  if (w.lines.size() >= max_queued_lines || w.bytes + line.size() > max_queued_bytes) {
+  if (w.lines.size() >= max_queued_lines || w.bytes + line.line.size() > max_queued_bytes) {
     ++w.dropped;
     return;
   }
-  w.bytes += line.size();
+  w.bytes += line.line.size();
   w.lines.push_back(std::move(line));
   ++w.queued_seq;
   if (!w.started) {
@@ -225,14 +252,15 @@ void write(log_level at, std::string_view message) noexcept {
     } else {
       fmt::format_to(std::back_inserter(line), "-- ");
     }
+    const std::size_t text_at = line.size();
     line.append(message);
     line.push_back('\n');
     writer& w = get_writer();
-    std::string text(line.data(), line.size());
+    entry e{std::string(line.data(), line.size()), at, ex != nullptr ? static_cast<int>(ex->id()) : -1, now, text_at};
     if (queued_here()) {
-      enqueue(w, std::move(text));
+      enqueue(w, std::move(e));
     } else {
-      write_inline(w, text);
+      write_inline(w, e);
     }
   } catch (...) {
     // Logging must never take the process down.
@@ -258,6 +286,14 @@ void flush() noexcept {
                              [&w, target] { return w.written_seq >= target && w.dropped == 0 && !w.writing; });
   } catch (...) {
   }
+}
+
+void set_sink(sink s) {
+  auto next = s ? std::make_shared<const sink>(std::move(s)) : std::shared_ptr<const sink>();
+  writer& w = get_writer();
+  std::unique_lock lock(w.mutex);
+  w.work.wait(lock, [&w] { return !w.writing; });  // no call to the previous sink runs after this
+  w.to = std::move(next);
 }
 
 std::uint64_t dropped_lines() noexcept {

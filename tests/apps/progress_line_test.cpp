@@ -114,6 +114,27 @@ TEST_CASE("the status line is cut to the terminal's width, and a line left showi
   CHECK(contents(out.file) == "\r0.0 s | 1,0\x1b[K\n");
 }
 
+TEST_CASE("a log line printed above the status line clears it first and draws it again after", "[report][progress]") {
+  temp_file out;
+  const auto t0 = progress_line::clock::now();
+  {
+    progress_line line({.out = out.file, .terminal = true, .width = 200, .start = t0});
+    line.print_above("before any status");  // nothing drawn yet: just the line
+    line.set_records(10, 5.0);
+    line.update(t0 + 1000ms);
+    line.print_above("2026-12-02T03:00:15.293Z warn  ex0 something happened");
+    line.finish("done: 10 records");
+    line.print_above("after the summary");
+  }
+  CHECK(contents(out.file) ==
+        "before any status\n"
+        "\r1.0 s | 10 records | 5 rec/s\x1b[K"
+        "\r\x1b[K2026-12-02T03:00:15.293Z warn  ex0 something happened\n"
+        "1.0 s | 10 records | 5 rec/s"
+        "\r\x1b[Kdone: 10 records\n"
+        "after the summary\n");
+}
+
 TEST_CASE("off a terminal, or quiet, only the summary is written", "[report][progress]") {
   const bool quiet = GENERATE(false, true);
   const bool terminal = quiet;  // quiet on a terminal; not quiet on a file

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -102,6 +103,52 @@ TEST_CASE("an executor's log lines reach stderr in order once flushed, and a thr
   }
   CHECK_THAT(lines[0], Catch::Contains("error ex0 line 0"));
   CHECK_THAT(lines[200], Catch::Contains("error -- line 200"));
+}
+
+namespace {
+struct sunk {
+  log_level level;
+  int executor;
+  std::string text, line;
+};
+}  // namespace
+
+TEST_CASE("a sink takes every line instead of stderr, with its level, executor and text, in order", "[log]") {
+  std::vector<sunk> got;  // the sink is called one call at a time: no lock needed for the vector itself
+  std::mutex m;
+  std::string on_stderr;
+  {
+    stderr_pipe pipe;
+    std::thread reader([&] { on_stderr = read_all(pipe.read_end()); });
+    log::set_sink([&](const log::event& e) {
+      std::lock_guard lock(m);
+      got.push_back({e.level, e.executor, std::string(e.text), std::string(e.line)});
+    });
+    sync_wait(log_numbered(0, 50));
+    log::warn("off {}", "an executor");
+    log::flush();
+    log::set_sink({});  // back to stderr
+    log::error("after the sink");
+    log::flush();
+    pipe.restore();
+    reader.join();
+  }
+  std::lock_guard lock(m);
+  REQUIRE(got.size() == 51);
+  for (int i = 0; i < 50; ++i) {
+    const sunk& e = got[static_cast<std::size_t>(i)];
+    CHECK(e.level == log_level::error);
+    CHECK(e.executor == 0);
+    CHECK(e.text == "line " + std::to_string(i));
+    CHECK_THAT(e.line, Catch::EndsWith("error ex0 line " + std::to_string(i)));
+  }
+  CHECK(got[50].level == log_level::warn);
+  CHECK(got[50].executor == -1);
+  CHECK(got[50].text == "off an executor");
+  CHECK_THAT(got[50].line, Catch::Contains("warn  -- off an executor"));
+  // Nothing of that reached stderr; the line after the sink was removed did.
+  CHECK(lines_of(on_stderr).size() == 1);
+  CHECK_THAT(on_stderr, Catch::Contains("after the sink"));
 }
 
 TEST_CASE("a log line never blocks an executor on a stderr nobody reads: what does not fit is dropped and counted",

@@ -13,11 +13,19 @@
 // is flushed at exit and by flush(), which a fatal error (SLUICE_ASSERT) calls before it aborts;
 // _exit and kill -9 lose what is queued.
 //
+// A sink (set_sink) takes the place of stderr: every line goes to it instead, as an event (its
+// level, the executor, the text, and the whole line as stderr would have shown it), called on the
+// thread that would have written it (the writer thread for an executor's lines), one call at a
+// time, in each thread's order. A host that embeds sluice routes its logs this way; the sluice
+// tool uses it to keep log lines off its live progress line.
+//
 //   log::warn("checkpoint {} declined: {}", id, reason);
 
 #include <fmt/core.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 namespace sluice::runtime {
@@ -38,6 +46,20 @@ void write(log_level at, std::string_view message) noexcept;
 void flush() noexcept;
 // Lines dropped so far because the queue was full.
 std::uint64_t dropped_lines() noexcept;
+
+struct event {
+  log_level level = log_level::info;
+  int executor = -1;  // the executor's id, or -1 off an executor
+  std::chrono::system_clock::time_point time;
+  std::string_view text;  // the message
+  std::string_view line;  // "2026-12-02T03:00:15.293Z info  ex0 <text>", no newline
+};
+using sink = std::function<void(const event&)>;
+// Sends every line from now on to `s` instead of stderr (an empty one: back to stderr). Lines
+// queued before the call may still go to the previous destination. Returns once no call to the
+// previous sink runs any more. The sink must not log (it would deadlock) and should be quick: an
+// executor's lines queue behind it (and are dropped when the queue is full), never the executor.
+void set_sink(sink s);
 
 template <class... Args>
 void at(log_level lvl, fmt::format_string<Args...> format, Args&&... args) {
