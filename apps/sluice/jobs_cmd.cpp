@@ -73,19 +73,9 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
     };
   }
   // While the status line is drawn, log lines go above it instead of running into it.
-  struct logs_above {
-    explicit logs_above(progress_line& line) : on(line.draws()) {
-      if (on) runtime::log::set_sink([&line](const runtime::log::event& e) { line.print_above(e.line); });
-    }
-    ~logs_above() {
-      if (!on) return;
-      runtime::log::flush();
-      runtime::log::set_sink({});
-    }
-    logs_above(const logs_above&) = delete;
-    logs_above& operator=(const logs_above&) = delete;
-    bool on;
-  } above(line);
+  runtime::log::sink above;
+  if (line.draws()) above = [&line](const runtime::log::event& e) { line.print_above(e.line); };
+  const runtime::log::scoped_sink logs_above(std::move(above));
   dataflow::job_result r;
   if (o.cluster.given()) {
     auto worker = worker_options_of(o.cluster);

@@ -256,6 +256,7 @@ dataflow::job_result run_worker(dataflow::job_builder& job, dataflow::job_settin
                                                    etcd::endpoint::parse(options.endpoint).error().message())};
   }
   if (options.advertise.port() == 0) options.advertise = options.listen;
+  const rt::log::scoped_sink logs(settings.log_sink);
   const bool handle_signals = settings.handle_signals;
   const unsigned executors = settings.executors;
   auto prepared = dataflow::job_worker::prepare(job, settings, options.workers, options.index);

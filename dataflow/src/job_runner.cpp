@@ -6,6 +6,7 @@
 
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/runtime/engine.hpp>
+#include <sluice/runtime/log.hpp>
 #include <sluice/runtime/wait_report.hpp>
 
 #include <fmt/core.h>
@@ -28,6 +29,7 @@ job_result run_job(job_builder& job, job_settings settings) {
     settings.handle_signals = false;
   }
   detail::check_settings(settings);
+  const rt::log::scoped_sink logs(settings.log_sink);
   const job_plan plan = job_plan::make(job, plan_shape{.workers = 1,
                                                        .executors = settings.executors,
                                                        .transport = settings.transport,

@@ -149,6 +149,27 @@ rt::task<void> runner::run_helpers(task_slot* slot) {
   co_await rt::run_on(slot->executor, join_all(std::move(jobs)));
 }
 
+// On executor 0, as each checkpoint ends: the user's callback, and the count of failures in a row.
+void runner::checkpoint_ended(const ss::checkpoint_stats& stats) {
+  if (settings_.on_checkpoint) settings_.on_checkpoint(stats);
+  if (stats.outcome.completed()) {
+    failures_in_a_row_ = 0;
+    return;
+  }
+  if (stats.outcome.reason == ss::abort_reason::cancelled) return;  // the job is stopping anyway
+  ++failures_in_a_row_;
+  const std::optional<unsigned> tolerated = settings_.tolerable_checkpoint_failures;
+  if (!tolerated || failures_in_a_row_ <= *tolerated || failure_ || final_checkpoint_done_) return;
+  failure_ = fmt::format("{} checkpoints in a row failed (job_settings::tolerable_checkpoint_failures is {}); the "
+                         "last, checkpoint {}: {} ({})",
+                         failures_in_a_row_, *tolerated, stats.id, ss::to_string(stats.outcome.reason),
+                         stats.outcome.detail);
+  runtime::log::error("job {}: {}", job_.name(), *failure_);
+  if (link_ != nullptr) link_->failed(*failure_);
+  tasks_scope_.request_stop();
+  all_data_ended_.set();  // wakes the controller, which sees the failure
+}
+
 ss::checkpoint_acknowledger& runner::acknowledger() {
   if (coordinating()) return *coordinator_;
   return link_->leader_acknowledger();
@@ -294,7 +315,7 @@ rt::task<job_result> runner::run() {
     }
     ss::coordinator_options copts;
     copts.interval = settings_.checkpoint_interval;
-    copts.min_pause = settings_.checkpoint_interval / 2;
+    copts.min_pause = settings_.min_pause.value_or(settings_.checkpoint_interval / 2);
     copts.mode = settings_.mode;
     copts.alignment_timeout = settings_.alignment_timeout;
     copts.checkpoint_timeout = settings_.checkpoint_timeout;
@@ -307,7 +328,7 @@ rt::task<job_result> runner::run() {
       copts.publish = [link](ss::checkpoint_id id) { return link->publish(id); };
     }
     copts.verify_state_files = false;
-    copts.on_checkpoint_end = settings_.on_checkpoint;
+    copts.on_checkpoint_end = [this](const ss::checkpoint_stats& stats) { checkpoint_ended(stats); };
     copts.job_metadata = fingerprint_metadata(identity_);
     coordinator_.reset();
     if (coordinating()) coordinator_.emplace(engine_.at(0), *storage_, copts);

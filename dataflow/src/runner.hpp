@@ -87,6 +87,7 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   rt::task<std::optional<std::string>> restore_problem(const ss::recovery_plan& plan);
   rt::task<void> destroy(task_slot* slot);
   rt::task<void> controller();
+  void checkpoint_ended(const ss::checkpoint_stats& stats);
   rt::task<void> finish_sources();
   rt::task<void> watch_link();  // the attempt ended elsewhere: stop
   ss::checkpoint_acknowledger& acknowledger();
@@ -115,6 +116,7 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   std::uint64_t buffer_violations_ = 0;  // counted by the pools of destroyed tasks
   std::string credit_violation_;         // the first gate whose credit identity failed at its end
   std::optional<std::string> failure_;
+  unsigned failures_in_a_row_ = 0;  // checkpoints aborted since the last completed one
   bool final_checkpoint_done_ = false;
   rt::event all_data_ended_;
   rt::event all_ended_;

@@ -26,6 +26,13 @@ void check_settings(const job_settings& settings) {
     throw std::invalid_argument(fmt::format("job settings: checkpoint_timeout {} ms must be at least 1 ms",
                                             settings.checkpoint_timeout.count()));
   }
+  if (settings.min_pause && settings.min_pause->count() < 0) {
+    throw std::invalid_argument(fmt::format("job settings: min_pause {} ms must not be negative", settings.min_pause->count()));
+  }
+  if (settings.retained_checkpoints < 1) {
+    throw std::invalid_argument("job settings: retained_checkpoints must be at least 1 (the newest one is what a restart "
+                                "resumes from)");
+  }
 }
 
 }  // namespace sluice::dataflow::detail

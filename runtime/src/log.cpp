@@ -288,12 +288,13 @@ void flush() noexcept {
   }
 }
 
-void set_sink(sink s) {
+sink set_sink(sink s) {
   auto next = s ? std::make_shared<const sink>(std::move(s)) : std::shared_ptr<const sink>();
   writer& w = get_writer();
   std::unique_lock lock(w.mutex);
   w.work.wait(lock, [&w] { return !w.writing; });  // no call to the previous sink runs after this
-  w.to = std::move(next);
+  std::shared_ptr<const sink> previous = std::exchange(w.to, std::move(next));
+  return previous ? *previous : sink();
 }
 
 std::uint64_t dropped_lines() noexcept {

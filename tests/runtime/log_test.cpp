@@ -120,14 +120,14 @@ TEST_CASE("a sink takes every line instead of stderr, with its level, executor a
   {
     stderr_pipe pipe;
     std::thread reader([&] { on_stderr = read_all(pipe.read_end()); });
-    log::set_sink([&](const log::event& e) {
+    (void)log::set_sink([&](const log::event& e) {
       std::lock_guard lock(m);
       got.push_back({e.level, e.executor, std::string(e.text), std::string(e.line)});
     });
     sync_wait(log_numbered(0, 50));
     log::warn("off {}", "an executor");
     log::flush();
-    log::set_sink({});  // back to stderr
+    (void)log::set_sink({});  // back to stderr
     log::error("after the sink");
     log::flush();
     pipe.restore();

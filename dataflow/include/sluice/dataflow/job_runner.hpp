@@ -25,6 +25,7 @@
 //   SIGINT/SIGTERM or job_settings::stop stop it (exit code 130); the next run resumes.
 
 #include <sluice/buffers/segment.hpp>
+#include <sluice/runtime/log.hpp>
 #include <sluice/runtime/simulation.hpp>
 #include <sluice/dataflow/job.hpp>
 #include <sluice/dataflow/job_plan.hpp>
@@ -60,7 +61,18 @@ struct job_settings {
   // A checkpoint not acknowledged by every task this long after its trigger is aborted (expired),
   // and the next one is triggered.
   std::chrono::milliseconds checkpoint_timeout{600'000};
+  // From one checkpoint's end to the next trigger at least this long (empty: half the interval), so
+  // slow checkpoints leave the job time to make progress between them.
+  std::optional<std::chrono::milliseconds> min_pause;
+  // Checkpoints that may fail in a row (aborted: expired, declined, an I/O error; not those cancelled
+  // because the job is stopping) before the job fails with the last one's reason; a completed one
+  // resets the count. Empty: no limit (the job runs on, its output unpublished until one completes).
+  std::optional<unsigned> tolerable_checkpoint_failures;
+  // Completed checkpoints kept in checkpoint_dir (older ones are deleted); at least 1.
   std::size_t retained_checkpoints = 3;
+  // Every log line (runtime/log.hpp) goes here instead of stderr while the job runs. Logging is the
+  // process's: the sink is installed when the job starts and removed when it ends.
+  runtime::log::sink log_sink;
   // Channels between stages: local channels, or loopback TCP (one transport per executor).
   transport_kind transport = transport_kind::local;
   unsigned executors = 2;

@@ -55,11 +55,32 @@ struct event {
   std::string_view line;  // "2026-12-02T03:00:15.293Z info  ex0 <text>", no newline
 };
 using sink = std::function<void(const event&)>;
-// Sends every line from now on to `s` instead of stderr (an empty one: back to stderr). Lines
-// queued before the call may still go to the previous destination. Returns once no call to the
-// previous sink runs any more. The sink must not log (it would deadlock) and should be quick: an
-// executor's lines queue behind it (and are dropped when the queue is full), never the executor.
-void set_sink(sink s);
+// Sends every line from now on to `s` instead of stderr (an empty one: back to stderr), and
+// returns the previous sink. Lines queued before the call may go to either. Returns once no call
+// to the previous sink runs any more. The sink must not log (it would deadlock) and should be
+// quick: an executor's lines queue behind it (and are dropped when the queue is full), never the
+// executor.
+sink set_sink(sink s);
+
+// Installs a sink for its lifetime (none if `s` is empty); the destructor flushes what was queued
+// meanwhile into it, then puts the previous one back.
+class scoped_sink {
+ public:
+  explicit scoped_sink(sink s) : on_(static_cast<bool>(s)) {
+    if (on_) previous_ = set_sink(std::move(s));
+  }
+  ~scoped_sink() {
+    if (!on_) return;
+    flush();
+    (void)set_sink(std::move(previous_));
+  }
+  scoped_sink(const scoped_sink&) = delete;
+  scoped_sink& operator=(const scoped_sink&) = delete;
+
+ private:
+  bool on_;
+  sink previous_;
+};
 
 template <class... Args>
 void at(log_level lvl, fmt::format_string<Args...> format, Args&&... args) {

@@ -1,0 +1,125 @@
+// job_settings an embedding host sets (job_runner.hpp): checkpoints that fail in a row fail the job
+// once more than tolerable_checkpoint_failures did, with the last one's reason; min_pause spaces
+// the triggers; log_sink takes the job's log lines instead of stderr; bad values are refused.
+
+#include <sluice/dataflow/job_runner.hpp>
+#include <sluice/dataflow/samples.hpp>
+#include <sluice/runtime/log.hpp>
+
+#include <support/temp_dir.hpp>
+
+#include "wordcount_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace sluice::dataflow;
+using namespace std::chrono_literals;
+using sluice::test::expected_counts;
+using sluice::test::published_lines;
+using sluice::test::temp_dir;
+using sluice::test::write_corpus_file;
+namespace rt = sluice::runtime;
+namespace ss = sluice::snapshot;
+
+namespace {
+
+job_settings quick_settings(const temp_dir& dir) {
+  job_settings s;
+  s.checkpoint_dir = dir.file("chk");
+  s.checkpoint_interval = 10ms;
+  s.handle_signals = false;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoints that fail in a row beyond tolerable_checkpoint_failures fail the job with the last reason") {
+  temp_dir dir;
+  write_corpus_file(dir.file("input.txt"), 400'000, 5);
+  job_builder job("wordcount");
+  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+  job_settings s = quick_settings(dir);
+  s.checkpoint_timeout = 1ms;  // no checkpoint completes in time: each one expires
+  s.min_pause = 0ms;
+  s.tolerable_checkpoint_failures = 2;
+  std::vector<ss::checkpoint_stats> ended;
+  s.on_checkpoint = [&ended](const ss::checkpoint_stats& c) { ended.push_back(c); };  // still called
+  const job_result r = run_job(job, s);
+  INFO(r.message);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.message, Catch::Contains("3 checkpoints in a row failed (job_settings::tolerable_checkpoint_failures "
+                                        "is 2)") &&
+                            Catch::Contains("expired"));
+  REQUIRE(ended.size() >= 3);
+  CHECK_FALSE(ended[0].outcome.completed());
+  CHECK(published_lines(dir.file("out")).empty());  // nothing completed: nothing published
+}
+
+TEST_CASE("min_pause spaces one checkpoint's end from the next trigger, and the output stays exact") {
+  temp_dir dir;
+  write_corpus_file(dir.file("input.txt"), 300'000, 6);
+  job_builder job("wordcount");
+  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+  job_settings s = quick_settings(dir);
+  s.min_pause = 150ms;
+  std::vector<ss::checkpoint_stats> ended;
+  s.on_checkpoint = [&ended](const ss::checkpoint_stats& c) { ended.push_back(c); };
+  const job_result r = run_job(job, s);
+  INFO(r.message);
+  REQUIRE(r.exit_code == 0);
+  CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt")));
+  // Every periodic trigger came at least min_pause after the previous checkpoint ended (the final
+  // checkpoint, triggered at the end of the data, does not wait).
+  for (std::size_t i = 1; i + 1 < ended.size(); ++i) {
+    const auto previous_end = ended[i - 1].triggered_at + ended[i - 1].duration;
+    CHECK(ended[i].triggered_at - previous_end >= 150ms);
+  }
+}
+
+TEST_CASE("log_sink takes the job's log lines instead of stderr while it runs") {
+  temp_dir dir;
+  write_corpus_file(dir.file("input.txt"), 20'000, 7);
+  job_builder job("wordcount");
+  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+  job_settings s = quick_settings(dir);
+  std::mutex m;
+  std::vector<std::string> lines;
+  std::vector<int> executors;
+  s.log_sink = [&](const rt::log::event& e) {
+    std::lock_guard lock(m);
+    lines.emplace_back(e.text);
+    executors.push_back(e.executor);
+  };
+  const rt::log_level saved = rt::log::level();
+  rt::log::set_level(rt::log_level::info);
+  const job_result r = run_job(job, s);
+  rt::log::set_level(saved);
+  REQUIRE(r.exit_code == 0);
+  std::lock_guard lock(m);
+  bool completed_line = false;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find("completed:") != std::string::npos && lines[i].rfind("checkpoint ", 0) == 0) {
+      completed_line = true;
+      CHECK(executors[i] == 0);  // the coordinator's executor
+    }
+  }
+  CHECK(completed_line);
+}
+
+TEST_CASE("a negative min_pause and retained_checkpoints 0 are refused") {
+  temp_dir dir;
+  job_builder job("wordcount");
+  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+  job_settings s = quick_settings(dir);
+  s.min_pause = -1ms;
+  CHECK_THROWS_WITH(run_job(job, s), Catch::Contains("min_pause -1 ms"));
+  s.min_pause.reset();
+  s.retained_checkpoints = 0;
+  CHECK_THROWS_WITH(run_job(job, s), Catch::Contains("retained_checkpoints must be at least 1"));
+}
