@@ -93,7 +93,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
     summary += fmt::format("sluice {}: refused: {}", what, r.message);  // nothing ran
   } else {
     summary += fmt::format("sluice {}: {}; {} checkpoints completed, {} aborted; {}", what,
-                           r.exit_code == 0 ? "done" : r.exit_code == 130 ? "stopped (a rerun resumes)" : "FAILED",
+                           r.exit_code == 0 ? "done" : r.exit_code == 130 ? "stopped (resumable)" : "FAILED",
                            r.final.checkpoints_completed,
                            r.final.checkpoints_aborted, progress_text(r.final));
     if (r.exit_code != 0 || !r.message.empty()) summary += fmt::format("\nsluice {}: {}", what, r.message);

@@ -57,8 +57,14 @@ unsigned terminal_width(std::FILE* out) {
 
 std::string format_progress(const progress_fields& f) {
   std::string out = elapsed(f.elapsed_ms);
+  if (f.done) {
+    const double fraction = std::isnan(*f.done) ? 0.0 : std::clamp(*f.done, 0.0, 1.0);
+    out += fmt::format(" | {:.0f}%", std::floor(fraction * 100.0));
+    if (f.time_left_ms && fraction < 1.0) out += fmt::format(", {} left", elapsed(*f.time_left_ms));
+  }
   if (f.records_total) out += fmt::format(" | {} records", grouped(*f.records_total));
   if (f.records_per_second) out += fmt::format(" | {} rec/s", rate(*f.records_per_second));
+  if (f.records_written && *f.records_written > 0) out += fmt::format(" | {} written", grouped(*f.records_written));
   if (f.backpressure) {
     const double fraction = std::isnan(*f.backpressure) ? 0.0 : std::clamp(*f.backpressure, 0.0, 1.0);
     out += fmt::format(" | backpressure {:.0f}%", fraction * 100.0);
@@ -67,6 +73,10 @@ std::string format_progress(const progress_fields& f) {
     out += fmt::format(" | last chk-{}: {} ms, {}", f.last_checkpoint->id, f.last_checkpoint->duration_ms,
                        snapshot::format_size(f.last_checkpoint->size_bytes));
   }
+  if (f.running_checkpoint && f.running_checkpoint->age_ms >= 1000) {
+    out += fmt::format(" | chk-{} running {}", f.running_checkpoint->id, elapsed(f.running_checkpoint->age_ms));
+  }
+  if (f.checkpoints_aborted && *f.checkpoints_aborted > 0) out += fmt::format(" | {} aborted", *f.checkpoints_aborted);
   return out;
 }
 

@@ -30,15 +30,27 @@ struct checkpoint_progress {
 };
 
 // What the line shows; a field left empty is left out.
-struct progress_fields {
-  std::uint64_t elapsed_ms = 0;
-  std::optional<std::uint64_t> records_total;
-  std::optional<double> records_per_second;
-  std::optional<double> backpressure;  // fraction of time blocked on credit, 0..1
-  std::optional<checkpoint_progress> last_checkpoint;
+struct running_checkpoint_progress {
+  std::uint64_t id = 0;
+  std::uint64_t age_ms = 0;
 };
 
-// "1m05s | 1,234,567 records | 98.1k rec/s | backpressure 12% | last chk-7: 143 ms, 10.6 KiB"
+struct progress_fields {
+  std::uint64_t elapsed_ms = 0;
+  std::optional<double> done;                 // fraction of the input read, 0..1
+  std::optional<std::uint64_t> time_left_ms;  // an estimate, with `done`
+
+  std::optional<std::uint64_t> records_total;
+  std::optional<double> records_per_second;
+  std::optional<std::uint64_t> records_written;  // by the sinks; shown when not 0
+  std::optional<double> backpressure;  // fraction of time blocked on credit, 0..1
+  std::optional<checkpoint_progress> last_checkpoint;
+  std::optional<running_checkpoint_progress> running_checkpoint;  // shown once it is 1 s old
+  std::optional<std::uint64_t> checkpoints_aborted;              // shown when not 0
+};
+
+// "1m05s | 45%, 1m20s left | 1,234,567 records | 98.1k rec/s | 1,200 written | backpressure 12% |
+//  last chk-7: 143 ms, 10.6 KiB | chk-8 running 2.1 s | 2 aborted"
 std::string format_progress(const progress_fields& fields);
 
 class progress_line {

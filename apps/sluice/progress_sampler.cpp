@@ -2,6 +2,8 @@
 
 #include "progress_sampler.hpp"
 
+#include <algorithm>
+
 namespace sluice::apps {
 namespace {
 
@@ -15,7 +17,13 @@ progress_fields common_fields(const dataflow::job_progress& p) {
   progress_fields f;
   f.elapsed_ms = to_ms(p.elapsed);
   f.records_total = p.records_in;
+  f.records_written = p.records_written;
   f.backpressure = p.backpressure;
+  if (p.input_total > 0) f.done = static_cast<double>(p.input_done) / static_cast<double>(p.input_total);
+  if (p.running_checkpoint != snapshot::no_checkpoint) {
+    f.running_checkpoint = running_checkpoint_progress{p.running_checkpoint, to_ms(p.running_checkpoint_age)};
+  }
+  f.checkpoints_aborted = p.checkpoints_aborted;
   if (p.last_checkpoint != snapshot::no_checkpoint) {
     f.last_checkpoint = checkpoint_progress{p.last_checkpoint, to_ms(p.last_checkpoint_duration), p.last_checkpoint_bytes};
   }
@@ -35,6 +43,16 @@ progress_fields progress_sampler::next(const dataflow::job_progress& sample) {
     previous_records_ = sample.records_in;
   }
   f.records_per_second = rate_;
+  if (sample.input_total > 0) {
+    if (!first_input_) first_input_.emplace(sample.elapsed, sample.input_done);
+    const auto [then, read_then] = *first_input_;
+    if (sample.elapsed > then && sample.input_done > read_then) {
+      const double per_ns = static_cast<double>(sample.input_done - read_then) /
+                            static_cast<double>((sample.elapsed - then).count());
+      const double left_ns = static_cast<double>(sample.input_total - std::min(sample.input_done, sample.input_total)) / per_ns;
+      f.time_left_ms = static_cast<std::uint64_t>(left_ns / 1e6);
+    }
+  }
   return f;
 }
 

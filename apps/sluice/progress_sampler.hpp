@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace sluice::apps {
 
@@ -32,6 +33,9 @@ class progress_sampler {
   std::chrono::nanoseconds previous_elapsed_{0};
   std::uint64_t previous_records_ = 0;
   std::optional<double> rate_;
+  // The input read at the first sample with a position, to estimate the time left from this run's
+  // own pace (a resumed run starts part-way).
+  std::optional<std::pair<std::chrono::nanoseconds, std::uint64_t>> first_input_;
 };
 
 // The fields of the summary of a run that ended with `final`: its records/s is the average over the

@@ -235,11 +235,16 @@ rt::task<void> runner::controller() {
 }
 
 rt::task<void> runner::sample(task_slot* slot, job_progress* p) {
-  if (slot->task->is_source()) {
-    // (the source's count lives in its head; records_in counts what non-sources took)
+  if (slot->task->is_source()) {  // (records_in counts what non-sources took)
+    p->source_records += slot->task->records_produced();
+    if (const std::optional<source_head::position> at = slot->task->input_position()) {
+      p->input_done += at->done;
+      p->input_total += at->total;
+    }
   } else {
     p->records_in += slot->task->records_in();
   }
+  p->records_written += slot->task->records_written();
   if (slot->partition && !slot->partition->finished() && !slot->partition->writable()) p->backpressure += 1;
   co_return;
 }
@@ -257,6 +262,10 @@ rt::task<job_progress> runner::progress() {
   if (!coordinator_) co_return p;
   p.checkpoints_completed = coordinator_->completed_count();
   p.checkpoints_aborted = coordinator_->aborted_count();
+  if (const std::optional<ss::coordinator::running_checkpoint> running = coordinator_->oldest_in_flight()) {
+    p.running_checkpoint = running->id;
+    p.running_checkpoint_age = engine_.at(0).now() - running->triggered_at;
+  }
   if (std::optional<ss::checkpoint_stats> last = coordinator_->last_completed()) {
     p.last_checkpoint = last->id;
     p.last_checkpoint_duration = last->duration;

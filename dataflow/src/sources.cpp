@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <tuple>
 
@@ -17,7 +18,8 @@ runtime::task<io::result<void>> line_source::open() {
   const std::uint64_t size = probe.value().file_size();
   (void)co_await probe.value().close();
   end_offset_ = size * (subtask_ + 1) / parallelism_;
-  std::uint64_t start = size * subtask_ / parallelism_;
+  begin_offset_ = size * subtask_ / parallelism_;
+  std::uint64_t start = begin_offset_;
   if (restored_offset_) {
     start = *restored_offset_;
   } else if (start > 0) {
@@ -32,7 +34,16 @@ runtime::task<io::result<void>> line_source::open() {
   io::result<line_file_reader> reader = co_await line_file_reader::open(path_, start, max_line_bytes_);
   if (!reader) co_return std::move(reader).error();
   reader_.emplace(std::move(reader).value());
+  opened_ = true;
   co_return io::result<void>();
+}
+
+std::optional<source_head::position> line_source::input_position() const noexcept {
+  if (!opened_) return std::nullopt;
+  const std::uint64_t total = end_offset_ - std::min(begin_offset_, end_offset_);
+  if (ended_) return position{total, total};
+  const std::uint64_t at = reader_ ? reader_->offset_bytes() : begin_offset_;
+  return position{std::min(total, at - std::min(at, begin_offset_)), total};
 }
 
 runtime::task<io::result<source_status>> line_source::produce(std::size_t max_records) {
@@ -99,7 +110,15 @@ runtime::task<io::result<void>> indexed_line_source::open() {
   io::result<line_file_reader> reader = co_await line_file_reader::open(path_, offset_, max_line_bytes_);
   if (!reader) co_return std::move(reader).error();
   reader_.emplace(std::move(reader).value());
+  size_ = reader_->file_size();
+  opened_ = true;
   co_return io::result<void>();
+}
+
+std::optional<source_head::position> indexed_line_source::input_position() const noexcept {
+  if (!opened_) return std::nullopt;
+  if (ended_) return position{size_, size_};
+  return position{std::min(size_, reader_ ? reader_->offset_bytes() : offset_), size_};
 }
 
 runtime::task<io::result<source_status>> indexed_line_source::produce(std::size_t max_records) {

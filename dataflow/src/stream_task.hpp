@@ -95,6 +95,12 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
 
   const std::string& name() const noexcept { return wiring_.name; }
   std::uint64_t records_in() const noexcept { return records_in_; }
+  // A source's records and how far through its input it is; a sink's records written (0 else).
+  std::uint64_t records_produced() const noexcept { return built_.source_ != nullptr ? built_.source_->records_produced() : 0; }
+  std::optional<source_head::position> input_position() const noexcept {
+    return built_.source_ != nullptr ? built_.source_->input_position() : std::nullopt;
+  }
+  std::uint64_t records_written() const noexcept { return built_.output_->is_sink() ? built_.output_->records_out() : 0; }
   // Where the task is and what it waits for, in one line without '\n' (a hang report: the
   // simulation's, through the runner's wait_reporter). On the task's executor, or while no
   // executor runs. stream_task_report.cpp.

@@ -534,6 +534,13 @@ std::size_t coordinator::in_flight() const {
   return pending_.size();
 }
 
+std::optional<coordinator::running_checkpoint> coordinator::oldest_in_flight() const {
+  assert_home();
+  if (pending_.empty()) return std::nullopt;
+  const pending_checkpoint& p = pending_.begin()->second;
+  return running_checkpoint{p.id, p.triggered_at};
+}
+
 std::size_t coordinator::participants() const {
   assert_home();
   return participants_.size();

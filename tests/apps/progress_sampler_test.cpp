@@ -90,3 +90,39 @@ TEST_CASE("the summary's records/s is the average over the whole run", "[progres
   // A run that took no time has no rate.
   CHECK_FALSE(summary_fields(sample(0ns, 0)).records_per_second.has_value());
 }
+
+TEST_CASE("for file inputs the line shows how much is read and the time left at this run's pace", "[progress]") {
+  progress_sampler sampler;
+  job_progress p = sample(1s, 1'000);
+  p.input_total = 1'000'000;
+  p.input_done = 300'000;  // a resumed run: 30% was read before it started
+  const progress_fields first = sampler.next(p);
+  REQUIRE(first.done.has_value());
+  CHECK(*first.done == Approx(0.3));
+  CHECK_FALSE(first.time_left_ms.has_value());  // no pace yet
+  p.elapsed = 3s;
+  p.records_in = 3'000;
+  p.input_done = 500'000;  // 200,000 bytes in 2 s: 500,000 left take 5 s
+  const progress_fields f = sampler.next(p);
+  REQUIRE(f.time_left_ms.has_value());
+  CHECK(*f.time_left_ms == 5000u);
+  CHECK(format_progress(f) == "3.0 s | 50%, 5.0 s left | 3,000 records | 1.0k rec/s | backpressure 0%");
+  p.input_done = 1'000'000;
+  p.elapsed = 4s;
+  CHECK_THAT(format_progress(sampler.next(p)), Catch::StartsWith("4.0 s | 100% | "));  // no "left" once read
+}
+
+TEST_CASE("the line shows records written, a checkpoint running for a second or more, and aborted ones", "[progress]") {
+  progress_sampler sampler;
+  job_progress p = sample(2s, 2'000);
+  p.records_written = 1'500;
+  p.running_checkpoint = 9;
+  p.running_checkpoint_age = 900ms;  // under a second: not shown
+  p.checkpoints_aborted = 0;
+  CHECK(format_progress(sampler.next(p)) == "2.0 s | 2,000 records | 1.0k rec/s | 1,500 written | backpressure 0%");
+  p.elapsed = 3s;
+  p.running_checkpoint_age = 2'100ms;
+  p.checkpoints_aborted = 2;
+  CHECK(format_progress(sampler.next(p)) ==
+        "3.0 s | 2,000 records | 0 rec/s | 1,500 written | backpressure 0% | chk-9 running 2.1 s | 2 aborted");
+}

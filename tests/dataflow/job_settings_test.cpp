@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -122,4 +123,25 @@ TEST_CASE("a negative min_pause and retained_checkpoints 0 are refused") {
   s.min_pause.reset();
   s.retained_checkpoints = 0;
   CHECK_THROWS_WITH(run_job(job, s), Catch::Contains("retained_checkpoints must be at least 1"));
+}
+
+TEST_CASE("progress reports how far the sources read their files, what they produced and what the sinks wrote") {
+  temp_dir dir;
+  write_corpus_file(dir.file("input.txt"), 200'000, 8);
+  job_builder job("wordcount");
+  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+  job_settings s = quick_settings(dir);
+  s.progress_interval = 5ms;
+  std::vector<job_progress> samples;
+  s.on_progress = [&samples](const job_progress& p) { samples.push_back(p); };
+  const job_result r = run_job(job, s);
+  REQUIRE(r.exit_code == 0);
+  const std::uint64_t size = std::filesystem::file_size(dir.file("input.txt"));
+  CHECK(r.final.input_total == size);  // the two sources' ranges cover the file
+  CHECK(r.final.input_done == size);
+  CHECK(r.final.source_records == 200'000);  // one record per line
+  CHECK(r.final.records_written == expected_counts(dir.file("input.txt")).size());  // one line per word
+  REQUIRE_FALSE(samples.empty());
+  for (std::size_t i = 1; i < samples.size(); ++i) CHECK(samples[i].input_done >= samples[i - 1].input_done);
+  CHECK(samples.front().input_done <= size);
 }

@@ -45,12 +45,20 @@ struct job_progress {
   std::chrono::nanoseconds elapsed{0};
   std::uint64_t records_in = 0;     // records taken by all non-source tasks
   std::uint64_t source_records = 0;  // records produced by the sources
+  std::uint64_t records_written = 0;  // records the sinks took (staged or published)
+  // How far the sources are through their inputs (bytes of files), over the sources that can tell;
+  // input_total 0: none can.
+  std::uint64_t input_done = 0;
+  std::uint64_t input_total = 0;
   double backpressure = 0;           // share of partitions with no free buffer at the sample
   snapshot::checkpoint_id last_checkpoint = snapshot::no_checkpoint;
   std::chrono::nanoseconds last_checkpoint_duration{0};
   std::uint64_t last_checkpoint_bytes = 0;
   std::uint64_t checkpoints_completed = 0;
   std::uint64_t checkpoints_aborted = 0;
+  // The oldest checkpoint in flight, and how long ago it was triggered (none: no checkpoint runs).
+  snapshot::checkpoint_id running_checkpoint = snapshot::no_checkpoint;
+  std::chrono::nanoseconds running_checkpoint_age{0};
 };
 
 struct job_settings {

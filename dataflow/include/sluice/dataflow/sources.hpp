@@ -32,6 +32,7 @@ class line_source final : public source_head {
   runtime::task<io::result<void>> open() override;
   runtime::task<io::result<source_status>> produce(std::size_t max_records) override;
   std::uint64_t records_produced() const noexcept override { return records_; }
+  std::optional<position> input_position() const noexcept override;  // bytes of its range
   std::vector<std::byte> snapshot_state() const override;
   void restore_state(std::span<const std::byte> bytes) override;
 
@@ -45,7 +46,9 @@ class line_source final : public source_head {
   std::optional<std::uint64_t> latest_time_;  // with time_: the latest line's
   std::optional<line_file_reader> reader_;
   std::optional<std::uint64_t> restored_offset_;
+  std::uint64_t begin_offset_ = 0;  // the range's nominal start (size * subtask / parallelism)
   std::uint64_t end_offset_ = 0;
+  bool opened_ = false;
   std::uint64_t records_ = 0;
   bool ended_ = false;
 };
@@ -60,6 +63,7 @@ class indexed_line_source final : public source_head {
   runtime::task<io::result<void>> open() override;
   runtime::task<io::result<source_status>> produce(std::size_t max_records) override;
   std::uint64_t records_produced() const noexcept override { return records_; }
+  std::optional<position> input_position() const noexcept override;  // bytes of the file
   std::vector<std::byte> snapshot_state() const override;
   void restore_state(std::span<const std::byte> bytes) override;
 
@@ -69,6 +73,8 @@ class indexed_line_source final : public source_head {
   std::size_t max_line_bytes_;
   std::optional<line_file_reader> reader_;
   std::uint64_t offset_ = 0;
+  std::uint64_t size_ = 0;  // the file's, at open
+  bool opened_ = false;
   std::uint64_t next_index_ = 0;
   std::uint64_t records_ = 0;
   bool ended_ = false;

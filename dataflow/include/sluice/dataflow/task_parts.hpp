@@ -46,6 +46,13 @@ class source_head : public chain_part, public stateful {
   // which it has passed end_of_data down the chain.
   virtual runtime::task<io::result<source_status>> produce(std::size_t max_records) = 0;
   virtual std::uint64_t records_produced() const noexcept = 0;
+  // How far through its input it is (bytes of a file, say), for a progress line; none if it cannot
+  // tell (a generator without an end).
+  struct position {
+    std::uint64_t done = 0;
+    std::uint64_t total = 0;
+  };
+  virtual std::optional<position> input_position() const noexcept { return std::nullopt; }
 };
 
 class output_tail : public chain_part {

@@ -141,6 +141,12 @@ class coordinator final : public checkpoint_acknowledger {
   std::uint64_t aborted_count() const noexcept { return aborted_count_; }
   checkpoint_id next_checkpoint_id() const;
   std::size_t in_flight() const;
+  // The oldest checkpoint still in flight: its id and when it was triggered (home's clock).
+  struct running_checkpoint {
+    checkpoint_id id = no_checkpoint;
+    std::chrono::steady_clock::time_point triggered_at{};
+  };
+  std::optional<running_checkpoint> oldest_in_flight() const;
   std::size_t participants() const;
 
  private:
