@@ -170,7 +170,7 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
   const std::string left = keys_.messages(a.number) + fmt::format("left/{}", options_.index);
   while (!lost_) {
     io::result<std::int64_t> put = co_await etcd_.put(left, "", lease_);
-    if (put || result.exit_code == 0) break;
+    if (put) break;  // (also after the job ended here: the others may still need a next attempt)
     const bool slept = co_await pause(poll_interval);
     if (!slept) break;
   }
