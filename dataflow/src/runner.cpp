@@ -425,6 +425,8 @@ rt::task<job_result> runner::run() {
   } else {
     for (task_slot* slot : mine_) link_->attach_local(*slot->task);
   }
+  // Restored, wired and about to run: the host may say the job is up (READY=1, say).
+  if (settings_.on_ready) settings_.on_ready(result.resumed_from);
 
   // --- run ------------------------------------------------------------------------------------------
   for (task_slot* slot : mine_) {

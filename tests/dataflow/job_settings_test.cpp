@@ -1,6 +1,7 @@
 // job_settings an embedding host sets (job_runner.hpp): checkpoints that fail in a row fail the job
 // once more than tolerable_checkpoint_failures did, with the last one's reason; min_pause spaces
-// the triggers; log_sink takes the job's log lines instead of stderr; bad values are refused.
+// the triggers; log_sink takes the job's log lines instead of stderr; on_ready says when the job
+// runs and what it resumed; progress reports the input read; bad values are refused.
 
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/dataflow/samples.hpp>
@@ -144,4 +145,31 @@ TEST_CASE("progress reports how far the sources read their files, what they prod
   REQUIRE_FALSE(samples.empty());
   for (std::size_t i = 1; i < samples.size(); ++i) CHECK(samples[i].input_done >= samples[i - 1].input_done);
   CHECK(samples.front().input_done <= size);
+}
+
+TEST_CASE("on_ready is called once, before any record is counted, with the checkpoint the job resumed from") {
+  temp_dir dir;
+  write_corpus_file(dir.file("input.txt"), 50'000, 9);
+  std::vector<std::optional<ss::checkpoint_id>> ready;
+  std::uint64_t progress_before_ready = 0;
+  const auto run_once = [&] {
+    job_builder job("wordcount");
+    build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+    job_settings s = quick_settings(dir);
+    s.progress_interval = 1ms;
+    s.on_progress = [&](const job_progress&) {
+      if (ready.empty()) ++progress_before_ready;
+    };
+    s.on_ready = [&](std::optional<ss::checkpoint_id> from) { ready.push_back(from); };
+    return run_job(job, s);
+  };
+  REQUIRE(run_once().exit_code == 0);
+  REQUIRE(ready.size() == 1);
+  CHECK_FALSE(ready[0].has_value());  // a fresh start
+  CHECK(progress_before_ready == 0);  // progress is reported only once the job runs
+  const job_result again = run_once();  // over the finished job: resumes from its final checkpoint
+  REQUIRE(again.exit_code == 0);
+  REQUIRE(ready.size() == 2);
+  REQUIRE(ready[1].has_value());
+  CHECK(ready[1] == again.resumed_from);
 }

@@ -97,6 +97,10 @@ struct job_settings {
   // Called on the job's first executor about every progress_interval.
   std::function<void(const job_progress&)> on_progress;
   std::chrono::milliseconds progress_interval{250};
+  // Called on the job's first executor once, when every task is restored and its channels are
+  // connected, just before the tasks run: with the checkpoint the job resumed from, if any. (Across
+  // workers: each attempt of this worker.)
+  std::function<void(std::optional<snapshot::checkpoint_id> resumed_from)> on_ready;
   // Called on the job's first executor as each checkpoint ends (completed or aborted).
   std::function<void(const snapshot::checkpoint_stats&)> on_checkpoint;
   // A stop request (from any thread, or from on_progress/on_checkpoint) stops the job as SIGTERM
