@@ -39,20 +39,32 @@ job_settings quick_settings(const temp_dir& dir) {
   return s;
 }
 
+// A word count over `lines` generated lines (none: no input file) at parallelism 2, checkpoints
+// every 10 ms; a test changes `settings`, then run()s it.
+struct wordcount_job {
+  temp_dir dir;
+  job_builder job{"wordcount"};
+  job_settings settings = quick_settings(dir);
+  explicit wordcount_job(std::uint64_t lines, std::uint64_t seed) {
+    if (lines > 0) write_corpus_file(input(), lines, seed);
+    build_wordcount(job, {input(), output(), 2, 0});
+  }
+  std::string input() const { return dir.file("input.txt"); }
+  std::string output() const { return dir.file("out"); }
+  job_result run() { return run_job(job, settings); }
+};
+
 }  // namespace
 
 TEST_CASE("checkpoints that fail in a row beyond tolerable_checkpoint_failures fail the job with the last reason") {
-  temp_dir dir;
-  write_corpus_file(dir.file("input.txt"), 400'000, 5);
-  job_builder job("wordcount");
-  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
-  job_settings s = quick_settings(dir);
+  wordcount_job w(400'000, 5);
+  job_settings& s = w.settings;
   s.checkpoint_timeout = 1ms;  // no checkpoint completes in time: each one expires
   s.min_pause = 0ms;
   s.tolerable_checkpoint_failures = 2;
   std::vector<ss::checkpoint_stats> ended;
   s.on_checkpoint = [&ended](const ss::checkpoint_stats& c) { ended.push_back(c); };  // still called
-  const job_result r = run_job(job, s);
+  const job_result r = w.run();
   INFO(r.message);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.message, Catch::Contains("3 checkpoints in a row failed (job_settings::tolerable_checkpoint_failures "
@@ -60,22 +72,19 @@ TEST_CASE("checkpoints that fail in a row beyond tolerable_checkpoint_failures f
                             Catch::Contains("expired"));
   REQUIRE(ended.size() >= 3);
   CHECK_FALSE(ended[0].outcome.completed());
-  CHECK(published_lines(dir.file("out")).empty());  // nothing completed: nothing published
+  CHECK(published_lines(w.output()).empty());  // nothing completed: nothing published
 }
 
 TEST_CASE("min_pause spaces one checkpoint's end from the next trigger, and the output stays exact") {
-  temp_dir dir;
-  write_corpus_file(dir.file("input.txt"), 300'000, 6);
-  job_builder job("wordcount");
-  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
-  job_settings s = quick_settings(dir);
+  wordcount_job w(300'000, 6);
+  job_settings& s = w.settings;
   s.min_pause = 150ms;
   std::vector<ss::checkpoint_stats> ended;
   s.on_checkpoint = [&ended](const ss::checkpoint_stats& c) { ended.push_back(c); };
-  const job_result r = run_job(job, s);
+  const job_result r = w.run();
   INFO(r.message);
   REQUIRE(r.exit_code == 0);
-  CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt")));
+  CHECK(published_lines(w.output()) == expected_counts(w.input()));
   // Every periodic trigger came at least min_pause after the previous checkpoint ended (the final
   // checkpoint, triggered at the end of the data, does not wait).
   for (std::size_t i = 1; i + 1 < ended.size(); ++i) {
@@ -85,11 +94,8 @@ TEST_CASE("min_pause spaces one checkpoint's end from the next trigger, and the 
 }
 
 TEST_CASE("log_sink takes the job's log lines instead of stderr while it runs") {
-  temp_dir dir;
-  write_corpus_file(dir.file("input.txt"), 20'000, 7);
-  job_builder job("wordcount");
-  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
-  job_settings s = quick_settings(dir);
+  wordcount_job w(20'000, 7);
+  job_settings& s = w.settings;
   std::mutex m;
   std::vector<std::string> lines;
   std::vector<int> executors;
@@ -100,7 +106,7 @@ TEST_CASE("log_sink takes the job's log lines instead of stderr while it runs") 
   };
   const rt::log_level saved = rt::log::level();
   rt::log::set_level(rt::log_level::info);
-  const job_result r = run_job(job, s);
+  const job_result r = w.run();
   rt::log::set_level(saved);
   REQUIRE(r.exit_code == 0);
   std::lock_guard lock(m);
@@ -115,33 +121,28 @@ TEST_CASE("log_sink takes the job's log lines instead of stderr while it runs") 
 }
 
 TEST_CASE("a negative min_pause and retained_checkpoints 0 are refused") {
-  temp_dir dir;
-  job_builder job("wordcount");
-  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
-  job_settings s = quick_settings(dir);
+  wordcount_job w(0, 0);
+  job_settings& s = w.settings;
   s.min_pause = -1ms;
-  CHECK_THROWS_WITH(run_job(job, s), Catch::Contains("min_pause -1 ms"));
+  CHECK_THROWS_WITH(w.run(), Catch::Contains("min_pause -1 ms"));
   s.min_pause.reset();
   s.retained_checkpoints = 0;
-  CHECK_THROWS_WITH(run_job(job, s), Catch::Contains("retained_checkpoints must be at least 1"));
+  CHECK_THROWS_WITH(w.run(), Catch::Contains("retained_checkpoints must be at least 1"));
 }
 
 TEST_CASE("progress reports how far the sources read their files, what they produced and what the sinks wrote") {
-  temp_dir dir;
-  write_corpus_file(dir.file("input.txt"), 200'000, 8);
-  job_builder job("wordcount");
-  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
-  job_settings s = quick_settings(dir);
+  wordcount_job w(200'000, 8);
+  job_settings& s = w.settings;
   s.progress_interval = 5ms;
   std::vector<job_progress> samples;
   s.on_progress = [&samples](const job_progress& p) { samples.push_back(p); };
-  const job_result r = run_job(job, s);
+  const job_result r = w.run();
   REQUIRE(r.exit_code == 0);
-  const std::uint64_t size = std::filesystem::file_size(dir.file("input.txt"));
+  const std::uint64_t size = std::filesystem::file_size(w.input());
   CHECK(r.final.input_total == size);  // the two sources' ranges cover the file
   CHECK(r.final.input_done == size);
   CHECK(r.final.source_records == 200'000);  // one record per line
-  CHECK(r.final.records_written == expected_counts(dir.file("input.txt")).size());  // one line per word
+  CHECK(r.final.records_written == expected_counts(w.input()).size());  // one line per word
   REQUIRE_FALSE(samples.empty());
   for (std::size_t i = 1; i < samples.size(); ++i) CHECK(samples[i].input_done >= samples[i - 1].input_done);
   CHECK(samples.front().input_done <= size);
