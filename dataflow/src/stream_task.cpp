@@ -23,25 +23,6 @@ namespace {
 constexpr std::size_t source_batch_records = 512;
 constexpr std::size_t input_batch_records = 1024;
 
-// Recovered input channel state is a byte stream: whole records, then at most the start of one
-// whose rest follows on the live channel. Calls f for each whole record and returns that start.
-template <class F>
-std::span<const std::byte> for_each_whole_record(std::span<const std::byte> bytes, F&& f) {
-  std::size_t at = 0;
-  while (at + bf::record_length_bytes <= bytes.size()) {
-    std::uint32_t n;
-    std::memcpy(&n, bytes.data() + at, sizeof n);
-    n = bf::detail::to_little(n);
-    if (bytes.size() - at - bf::record_length_bytes < n) break;
-    f(bytes.subspan(at + bf::record_length_bytes, n));
-    at += bf::record_length_bytes + n;
-  }
-  return bytes.subspan(at);
-}
-
-constexpr std::uint32_t source_index = ss::section_index(ss::state_section::source);
-constexpr std::uint32_t sink_index = ss::section_index(ss::state_section::sink);
-constexpr std::uint32_t backlog_index = ss::section_index(ss::state_section::output_backlog);
 
 // (Never a gate->next() inside when_any: a next() that took an item and lost the race drops it.)
 rt::task<bool> wait_item(bf::input_gate* gate) { co_return co_await gate->wait_item(); }
@@ -181,108 +162,6 @@ rt::task<void> stream_task::run() {
   wiring_.runner->post([listener, id, failed] { listener->task_ended(id, failed); });
 }
 
-std::optional<std::string> stream_task::restore_operators() {
-  const ss::task_state* state = wiring_.recovered;
-  if (state == nullptr) return std::nullopt;
-  try {
-    const auto& ops = state->operator_state;
-    for (const auto& [index, bytes] : ops) {
-      const bool known = index < built_.states_.size() || (index == source_index && built_.source_ != nullptr) ||
-                         (index == sink_index && built_.output_->is_sink()) ||
-                         (index == backlog_index && dynamic_cast<backlog_source*>(built_.output_) != nullptr);
-      if (!known) return fmt::format("task {}: the checkpoint holds state section {} that this task does not have", wiring_.name, index);
-    }
-    for (std::uint32_t i = 0; i < built_.states_.size(); ++i) {
-      if (auto it = ops.find(i); it != ops.end()) built_.states_[i]->restore_state(it->second);
-    }
-    if (built_.source_ != nullptr) {
-      if (auto it = ops.find(source_index); it != ops.end()) built_.source_->restore_state(it->second);
-    }
-    if (auto it = ops.find(backlog_index); it != ops.end()) {
-      dynamic_cast<backlog_source*>(built_.output_)->restore_backlog(it->second);
-    }
-    if (wiring_.partition == nullptr && !state->output_channels.empty()) {
-      return fmt::format("task {}: the checkpoint holds output channel state, but this task has no output channels", wiring_.name);
-    }
-    for (const auto& [key, bytes] : state->output_channels) {
-      if (key.group != 0 || key.index >= wiring_.partition->subpartitions()) {
-        return fmt::format("task {}: the checkpoint holds output channel state for subpartition {}, of {}", wiring_.name, key.index,
-                           wiring_.partition->subpartitions());
-      }
-    }
-    for (const auto& [key, bytes] : state->input_channels) {
-      if (key.group != 0 || key.index >= deserializers_.size()) {
-        return fmt::format("task {}: the checkpoint holds input channel state for channel {}, of {}", wiring_.name, key.index,
-                           deserializers_.size());
-      }
-    }
-  } catch (const std::exception& e) {
-    return fmt::format("task {}: restore state: {}", wiring_.name, e.what());
-  }
-  return std::nullopt;
-}
-
-rt::task<io::result<void>> stream_task::restore() {
-  io::result<void> recovered = io::result<void>();
-  const ss::task_state* state = wiring_.recovered;
-  std::vector<std::byte> sink_state;
-  if (state != nullptr) {
-    if (auto it = state->operator_state.find(sink_index); it != state->operator_state.end()) sink_state = it->second;
-  }
-  if (built_.output_->is_sink()) {
-    recovered = co_await built_.output_->recover(sink_state);
-    if (!recovered) co_return recovered;
-  }
-  if (built_.source_ != nullptr) {
-    recovered = co_await built_.source_->open();
-    if (!recovered) co_return recovered;
-  }
-  if (state == nullptr) co_return recovered;
-  recovered = co_await resend_output(*state);
-  if (!recovered) co_return recovered;
-  co_return co_await replay_input(*state);
-}
-
-// Output first: what the barrier overtook, as the raw bytes of each channel's stream (it may start
-// inside a record whose first part the consumer holds), then the backlog (restored with the
-// operators; the loop drains output before it takes input).
-rt::task<io::result<void>> stream_task::resend_output(const ss::task_state& state) {
-  for (const auto& [key, bytes] : state.output_channels) {
-    const bool ok = co_await wiring_.partition->emit_stream_bytes(bytes, key.index);
-    if (!ok) co_return failure("could not re-send recovered output");
-  }
-  co_return io::result<void>();
-}
-
-// Then recovered input, before any new input (invariant 8); a barrier meanwhile is "not ready". A
-// channel's state may end inside a record: its start goes back into the channel's deserializer and
-// the first live buffers of the channel complete it.
-rt::task<io::result<void>> stream_task::replay_input(const ss::task_state& state) {
-  if (built_.input_ == nullptr || state.input_channels.empty()) co_return io::result<void>();
-  (void)handler_->set_replaying(true);
-  for (const auto& [key, bytes] : state.input_channels) {
-    const std::uint32_t channel = key.index;
-    const std::vector<std::byte>* state_bytes = &bytes;
-    std::span<const std::byte> partial;
-    std::span<const std::byte>* partial_out = &partial;
-    auto replayed = in_chain([this, channel, state_bytes, partial_out] {
-      *partial_out = for_each_whole_record(*state_bytes, [&](std::span<const std::byte> r) {
-        built_.input_->record(channel, r);
-        ++records_in_;
-      });
-    });
-    co_await std::move(replayed);
-    deserializers_[channel].restore_partial(partial);
-    if (built_.output_->backlogged()) {
-      io::result<void> drained = co_await built_.output_->drain();
-      if (!drained) co_return drained;
-    }
-  }
-  (void)handler_->set_replaying(false);
-  runtime::log::info("task {}: replayed recovered input channel state", wiring_.name);
-  co_return io::result<void>();
-}
-
 rt::task<io::result<void>> stream_task::handle_mailbox() {
   while (!mailbox_.empty()) {
     message m = std::move(mailbox_.front());
@@ -389,17 +268,6 @@ rt::task<io::result<void>> stream_task::wait_for_work() {
   co_return io::result<void>();
 }
 
-// A call into the chain: on a fiber when the stage has blocking operators (they may await there).
-template <class F>
-rt::task<void> stream_task::in_chain(F fn) {
-  if (!built_.on_fiber_) {
-    fn();
-    co_return;
-  }
-  rt::task<void> on_fiber = rt::run_fiber(std::move(fn));
-  co_await std::move(on_fiber);
-}
-
 void stream_task::process_records() {
   bf::record_deserializer& des = deserializers_[*current_channel_];
   for (std::size_t i = 0; i < input_batch_records; ++i) {
@@ -468,67 +336,6 @@ void stream_task::on_event(std::uint32_t channel, const bf::gate_event& event) {
     input_data_ended_ = true;
     built_.input_->end_of_data();
   }
-}
-
-// --- checkpoints ---------------------------------------------------------------------------------------
-
-rt::task<io::result<void>> stream_task::perform(ss::barrier_actions actions) {
-  for (ss::barrier_action& action : actions) {
-    if (auto* t = std::get_if<ss::trigger_snapshot>(&action)) {
-      io::result<void> r = co_await snapshot(t->id, t->mode);
-      if (!r) co_return r;
-    } else if (auto* c = std::get_if<ss::capture_input>(&action)) {
-      checkpoint_.capture(c->id, c->channel, std::move(c->views));
-    } else if (auto* f = std::get_if<ss::finish_input>(&action)) {
-      checkpoint_.finish_input(f->id);
-    } else if (auto* a = std::get_if<ss::abort_checkpoint>(&action)) {
-      io::result<void> r = co_await checkpoint_.decline(a->id, a->reason, a->detail);
-      if (!r) co_return r;
-    }
-  }
-  co_return io::result<void>();
-}
-
-rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::checkpoint_mode mode) {
-  co_return co_await checkpoint_.take(id, mode, wiring_.storage->checkpoint_dir(id));
-}
-
-// --- what a checkpoint takes (checkpoint_subject) ---------------------------------------------------
-
-std::vector<ss::operator_snapshot> stream_task::operator_states() {
-  std::vector<ss::operator_snapshot> ops;
-  for (std::uint32_t i = 0; i < built_.states_.size(); ++i) ops.push_back({i, built_.states_[i]->snapshot_state()});
-  if (built_.source_ != nullptr) ops.push_back({source_index, built_.source_->snapshot_state()});
-  return ops;
-}
-
-rt::task<io::result<std::vector<std::byte>>> stream_task::sink_state(ss::checkpoint_id id) {
-  co_return co_await built_.output_->snapshot(id);
-}
-
-std::optional<std::vector<std::byte>> stream_task::output_backlog() const {
-  const auto* tail = dynamic_cast<const backlog_source*>(built_.output_);
-  if (tail == nullptr) return std::nullopt;
-  return tail->backlog_state();
-}
-
-// Per channel: a half-read record (its first part is in no buffer any more), or the unread rest of
-// the buffer being processed; a record is half read only once its buffer is used up.
-std::vector<ss::checkpoint_subject::unconsumed_input> stream_task::unconsumed() {
-  std::vector<unconsumed_input> out;
-  for (std::uint32_t c = 0; c < deserializers_.size(); ++c) {
-    const bf::record_deserializer& des = deserializers_[c];
-    unconsumed_input in;
-    in.channel = c;
-    if (des.has_partial_record()) {
-      // Planted: the part of a record a buffer ended in is left out of the snapshot.
-      if (!SLUICE_PLANTED("snapshot-mid-record")) in.partial = des.partial_record();
-    } else if (current_channel_ == c) {
-      in.rest = des.unconsumed().rest;
-    }
-    if (!in.partial.empty() || in.rest) out.push_back(std::move(in));
-  }
-  return out;
 }
 
 }  // namespace sluice::dataflow::detail

@@ -24,6 +24,7 @@
 #include <sluice/buffers/result_partition.hpp>
 #include <sluice/dataflow/job.hpp>
 #include <sluice/runtime/event.hpp>
+#include <sluice/runtime/fiber.hpp>
 #include <sluice/runtime/scope.hpp>
 #include <sluice/snapshot/barrier_handler.hpp>
 #include <sluice/snapshot/channel_state_writer.hpp>
@@ -42,6 +43,11 @@
 #include <vector>
 
 namespace sluice::dataflow::detail {
+
+// The sections of a task's state file that are not an operator's (snapshot/task_state.hpp).
+inline constexpr std::uint32_t source_index = snapshot::section_index(snapshot::state_section::source);
+inline constexpr std::uint32_t sink_index = snapshot::section_index(snapshot::state_section::sink);
+inline constexpr std::uint32_t backlog_index = snapshot::section_index(snapshot::state_section::output_backlog);
 
 // What the job runner hears from its tasks (posted to the runner's executor).
 class task_listener {
@@ -145,7 +151,7 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   runtime::task<io::result<void>> wait_for_work();
   void process_records();
   template <class F>
-  runtime::task<void> in_chain(F fn);
+  runtime::task<void> in_chain(F fn);  // below
   void on_event(std::uint32_t channel, const buffers::gate_event& event);
   io::error failure(std::string what) const;
 
@@ -168,5 +174,17 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   std::uint64_t records_in_ = 0;
   enum class phase { created, restoring, running, ending, closing, ended } phase_ = phase::created;
 };
+
+// A call into the chain: on a fiber when the stage has blocking operators (they may await there).
+// (A member template: the loop and the restore's replay, in two files, both call it.)
+template <class F>
+runtime::task<void> stream_task::in_chain(F fn) {
+  if (!built_.on_fiber_) {
+    fn();
+    co_return;
+  }
+  runtime::task<void> on_fiber = runtime::run_fiber(std::move(fn));
+  co_await std::move(on_fiber);
+}
 
 }  // namespace sluice::dataflow::detail
