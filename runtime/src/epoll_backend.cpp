@@ -95,6 +95,9 @@ constexpr unsigned pool_threads = 2;
 class epoll_backend final : public io_backend {
  public:
   explicit epoll_backend(const uring_options& options) {
+    // The threads' eventfd now, the threads on first use: a descriptor count taken before the first
+    // file op stays true after it.
+    pool_ = std::make_unique<detail::file_op_pool>(pool_threads);
     epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (epfd_ < 0) throw std::system_error(errno, std::generic_category(), "epoll backend: epoll_create1");
     // The limits of an io_uring with these CQ entries (the kernel rounds up to a power of two).
@@ -103,6 +106,14 @@ class epoll_backend final : public io_backend {
     const unsigned reserve = 8;
     const unsigned cap = cq > 2 * reserve ? cq - reserve : (cq / 2 > 0 ? cq / 2 : 1);
     admission_.set_limits(cap, cq < cap ? cap : cq);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = pool_tag;
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, pool_->event_fd(), &ev) != 0) {
+      const int err = errno;
+      ::close(epfd_);
+      throw std::system_error(err, std::generic_category(), "epoll backend: watching the file threads");
+    }
     log::debug("epoll backend ready: {} ordinary ops in flight, {} of them waits", admission_.capacity(),
                admission_.wait_capacity());
   }
@@ -362,15 +373,6 @@ class epoll_backend final : public io_backend {
   }
 
   void to_pool(io_op& op) {
-    if (!pool_) {
-      pool_ = std::make_unique<detail::file_op_pool>(pool_threads);
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.u64 = pool_tag;
-      if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, pool_->event_fd(), &ev) != 0) {
-        throw std::system_error(errno, std::generic_category(), "epoll backend: watching the file threads");
-      }
-    }
     set_state(op, op_state::pool);
     pool_->push(op);
   }
