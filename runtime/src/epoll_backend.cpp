@@ -25,7 +25,11 @@
 //   already ends with its real result and the cancel gets -EALREADY; one that has completed,
 //   -ENOENT. The target completes before its cancel, each exactly once.
 // - Close takes the descriptor out of epoll before a thread closes it. Ops still waiting on it are
-//   tried once more (a shutdown may have ended them) and otherwise complete with -ECANCELED.
+//   tried once more (a shutdown may have ended them) and otherwise complete with -ECANCELED. A
+//   descriptor closed with close(2) directly (io/ does, after cancelling its waits) leaves epoll by
+//   itself; its number's next owner is registered afresh (a MOD that fails with ENOENT becomes an
+//   ADD), since a cancel leaves its descriptor's registration marked as not armed.
+// - MSG_WAITALL is not emulated: a recv returns what has arrived, as a short read.
 
 #include <sluice/runtime/admission.hpp>
 #include <sluice/runtime/io_backend.hpp>
@@ -415,6 +419,9 @@ class epoll_backend final : public io_backend {
         case op_state::wait_guarded:
         case op_state::wait_connect:
           if (auto it = watches_.find(t->fd); it != watches_.end() && (it->second.in.remove(t) || it->second.out.remove(t))) {
+            // The next wait re-arms (MOD, or ADD if the descriptor was closed without the backend and
+            // its number reused: epoll forgot the old registration then).
+            it->second.armed = false;
             finish(*t, -ECANCELED);
             rc = 0;
           }

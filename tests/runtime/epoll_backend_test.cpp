@@ -505,3 +505,25 @@ TEST_CASE("on epoll, reads of an eventfd and a pipe marked as waits end when wri
   at_end.waits = true;
   CHECK(d.run(at_end) == 0);
 }
+
+TEST_CASE("on epoll, a descriptor closed directly after a cancel and its number reused waits afresh", "[epoll]") {
+  driver d;
+  fd_pair first;
+  socket_pair(first);
+  char buf[4];
+  io_op& recv = d.submit(data_op(d, op_code::recv, first.fds[0], buf, sizeof buf));
+  d.settle();
+  REQUIRE(d.run(d.cancel_of(recv)) == 0);
+  REQUIRE(d.wait(recv) == -ECANCELED);
+  const int number = first.fds[0];
+  first.close(0);  // close(2), not the backend's close: epoll forgets it by itself
+  fd_pair second;
+  socket_pair(second);
+  REQUIRE((second.fds[0] == number || second.fds[1] == number));
+  const int reused = second.fds[0] == number ? 0 : 1;
+  io_op& again = d.submit(data_op(d, op_code::recv, second.fds[reused], buf, sizeof buf));
+  d.settle();
+  REQUIRE_FALSE(d.done(again));
+  REQUIRE(::write(second.fds[1 - reused], "ok", 2) == 2);
+  CHECK(d.wait(again) == 2);
+}
