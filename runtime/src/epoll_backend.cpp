@@ -25,7 +25,8 @@
 //   already ends with its real result and the cancel gets -EALREADY; one that has completed,
 //   -ENOENT. The target completes before its cancel, each exactly once.
 // - Close takes the descriptor out of epoll before a thread closes it. Ops still waiting on it are
-//   tried once more (a shutdown may have ended them) and otherwise complete with -ECANCELED. A
+//   tried once more (a shutdown may have ended them) and otherwise complete with -ECANCELED, as do
+//   ops on it still in the admission backlog (they would start after the close otherwise). A
 //   descriptor closed with close(2) directly (io/ does, after cancelling its waits) leaves epoll by
 //   itself; its number's next owner is registered afresh (a MOD that fails with ENOENT becomes an
 //   ADD), since a cancel leaves its descriptor's registration marked as not armed.
@@ -78,6 +79,22 @@ op_state state_of(const io_op& op) noexcept { return static_cast<op_state>(op.ba
 void set_state(io_op& op, op_state s) noexcept { op.backend_state_ = static_cast<std::uint8_t>(s); }
 
 std::int32_t syscall_result(long rc) noexcept { return rc < 0 ? -errno : static_cast<std::int32_t>(rc); }
+
+// Whether `code` works on its fd itself (not on a directory its path is relative to).
+bool uses_fd_itself(op_code code) noexcept {
+  switch (code) {
+    case op_code::read:
+    case op_code::write:
+    case op_code::fsync:
+    case op_code::fdatasync:
+    case op_code::accept:
+    case op_code::connect:
+    case op_code::send:
+    case op_code::recv:
+    case op_code::shutdown: return true;
+    default: return false;
+  }
+}
 
 bool reads(const io_op& op) noexcept {
   return op.code == op_code::accept || op.code == op_code::recv || op.code == op_code::read;
@@ -373,6 +390,18 @@ class epoll_backend final : public io_backend {
       if (w.registered) (void)::epoll_ctl(epfd_, EPOLL_CTL_DEL, op.fd, nullptr);
       watches_.erase(it);
     }
+    // Ops on it still in the admission backlog would otherwise start after the close, against a
+    // closed descriptor or the next owner of its number.
+    backlogged_on_.clear();
+    admission_.for_each_backlogged([&](io_op& queued) {
+      if (queued.fd == op.fd && uses_fd_itself(queued.code)) backlogged_on_.push_back(&queued);
+    });
+    for (io_op* queued : backlogged_on_) {
+      if (!admission_.remove(queued)) continue;
+      queued->result = -ECANCELED;
+      set_state(*queued, op_state::done);
+      local_.push(*queued);
+    }
     to_pool(op);
   }
 
@@ -519,6 +548,7 @@ class epoll_backend final : public io_backend {
   std::unordered_map<int, fd_watch> watches_;
   std::unique_ptr<detail::file_op_pool> pool_;
   std::vector<io_op*> done_scratch_;
+  std::vector<io_op*> backlogged_on_;  // close_fd's scratch
 };
 
 }  // namespace

@@ -468,6 +468,26 @@ TEST_CASE("on epoll, a close of a descriptor with a recv waiting ends the recv a
     REQUIRE(d.wait(close) == 0);
     CHECK(d.wait(recv) == 0);
   }
+  SECTION("a recv still in the admission backlog: it ends -ECANCELED and never runs after the close") {
+    driver small(8);  // 4 ordinary places, 3 of them waits
+    std::vector<std::unique_ptr<fd_pair>> busy;
+    char bufs[4][4];
+    for (int i = 0; i < 3; ++i) {
+      socket_pair(*busy.emplace_back(std::make_unique<fd_pair>()));
+      small.submit(data_op(small, op_code::recv, busy.back()->fds[0], bufs[i], 4));
+    }
+    fd_pair p;
+    socket_pair(p);
+    io_op& queued = small.submit(data_op(small, op_code::recv, p.fds[0], bufs[3], 4));
+    small.settle();
+    REQUIRE_FALSE(small.done(queued));
+    io_op& close = small.submit(small.make(op_code::close, p.fds[0]));
+    p.fds[0] = -1;
+    REQUIRE(small.wait(close) == 0);
+    REQUIRE(small.done(queued));
+    CHECK(queued.result == -ECANCELED);
+    CHECK(small.position(queued) < small.position(close));
+  }
   CHECK(d.backend->outstanding() == 0);
 }
 
