@@ -4,16 +4,27 @@
 
 #include "helper_thread.hpp"
 
+#include <sluice/runtime/log.hpp>
+
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <system_error>
 
 namespace sluice::runtime::detail {
+
+namespace {
+// As glibc's default: address space, committed as used. Not less: the thread's static TLS lives at
+// its top too, and ThreadSanitizer's alone is hundreds of KiB.
+constexpr std::size_t stack_bytes = std::size_t{8} << 20;
+constexpr std::size_t guard_bytes = 4096;
+}  // namespace
 
 std::int32_t run_blocking_op(const io_op& op) noexcept {
   auto result = [](long rc) -> std::int32_t { return rc < 0 ? -errno : static_cast<std::int32_t>(rc); };
@@ -58,7 +69,10 @@ file_op_pool::~file_op_pool() {
     stopping_ = true;
   }
   wake_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads_) {
+    pthread_join(t.id, nullptr);
+    ::munmap(t.stack, stack_bytes);
+  }
   ::close(event_fd_);
 }
 
@@ -67,9 +81,42 @@ void file_op_pool::push(io_op& op) {
   queue_.push_back(&op);
   if (idle_ > 0) {
     wake_.notify_one();
-  } else if (threads_.size() < max_threads_) {
-    threads_.emplace_back([this] { thread_main(); });
+  } else if (threads_.size() < max_threads_ && !start_thread() && threads_.empty()) {
+    // No thread at all: run it here, blocking the executor, rather than never.
+    queue_.pop_back();
+    op.result = run_blocking_op(op);
+    done_.push_back(&op);
+    const std::uint64_t one = 1;
+    while (::write(event_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+    }
   }
+}
+
+bool file_op_pool::start_thread() {
+  worker w;
+  w.stack = ::mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (w.stack == MAP_FAILED) {
+    log::error("epoll backend: no stack for a file thread: {}", std::strerror(errno));
+    return false;
+  }
+  (void)::mprotect(w.stack, guard_bytes, PROT_NONE);  // stacks grow down: a guard page below
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstack(&attr, w.stack, stack_bytes);
+  const int rc = pthread_create(&w.id, &attr, &file_op_pool::thread_entry, this);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    ::munmap(w.stack, stack_bytes);
+    log::error("epoll backend: cannot start a file thread: {}", std::strerror(rc));
+    return false;
+  }
+  threads_.push_back(w);
+  return true;
+}
+
+void* file_op_pool::thread_entry(void* self) {
+  static_cast<file_op_pool*>(self)->thread_main();
+  return nullptr;
 }
 
 bool file_op_pool::remove(const io_op& op) {

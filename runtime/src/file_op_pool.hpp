@@ -6,7 +6,8 @@
 //
 // Protocol:
 // - push(op) queues `op` (FIFO) and wakes an idle thread, or starts one while fewer than
-//   `max_threads` run (started on first use: a backend that never touches a file starts none).
+//   `max_threads` run (started on first use: a backend that never touches a file starts none). If
+//   not even one thread can be started, the op runs right there, blocking (and an error is logged).
 // - A thread takes an op, runs the call outside the lock (op.result = >= 0 or -errno, as the kernel
 //   reports it through io_uring), then moves it to the done list and signals the pool's eventfd
 //   (nonblocking), which the backend's epoll watches. take_done() hands the finished ops to the
@@ -15,7 +16,10 @@
 //   an op a thread runs already cannot be stopped and ends with its real result.
 // - The destructor lets the threads finish what is queued, then joins them. The backend destroys
 //   its pool only when nothing is outstanding.
-// - Threads block every signal (helper_thread.hpp).
+// - Threads block every signal (helper_thread.hpp). Each runs on a stack the pool maps itself, not
+//   one from glibc's cache: in a child forked while another pool's threads ran, that cache holds
+//   the stacks of the parent's live threads, and a thread started there would get a live thread's
+//   id (ThreadSanitizer stops the child for it: "dup thread with used id").
 
 #include <sluice/runtime/io_backend.hpp>
 
@@ -23,7 +27,8 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <thread>
+
+#include <pthread.h>
 #include <vector>
 
 namespace sluice::runtime::detail {
@@ -47,6 +52,13 @@ class file_op_pool {
 
  private:
   void thread_main();
+  bool start_thread();
+  static void* thread_entry(void* self);
+
+  struct worker {
+    pthread_t id{};
+    void* stack = nullptr;
+  };
 
   const unsigned max_threads_;
   int event_fd_ = -1;
@@ -54,7 +66,7 @@ class file_op_pool {
   std::condition_variable wake_;
   std::deque<io_op*> queue_;
   std::vector<io_op*> done_;
-  std::vector<std::thread> threads_;
+  std::vector<worker> threads_;
   unsigned idle_ = 0;
   bool stopping_ = false;
 };
