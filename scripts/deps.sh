@@ -17,6 +17,9 @@ SLUICE_PACKAGES=(
   # parsers for the etcd gateway client, HMAC for the data port's hello, iproute2 for the tests'
   # network namespaces
   etcd-server etcd-client libhttp-parser-dev nlohmann-json3-dev libssl-dev iproute2
+  # the epoll fallback's test under a seccomp filter that denies io_uring (optional: without it
+  # that test is skipped)
+  libseccomp-dev
   # the fuzz targets (scripts/fuzz.sh): clang 14, its libFuzzer and sanitizer runtimes, and
   # llvm-symbolizer for readable crash reports
   clang-14 libclang-rt-14-dev llvm-14
@@ -73,8 +76,8 @@ sluice_deps_kernel() {
   if [[ "$value" != 0 ]]; then
     echo "WARNING: kernel.io_uring_disabled = $value, so io_uring is" \
          "restricted (1: only for the io_uring_group, 2: for everyone)." >&2
-    echo "WARNING: sluice's executors and tests need io_uring; enable it with" \
-         "'sudo sysctl kernel.io_uring_disabled=0'." >&2
+    echo "WARNING: sluice falls back to its epoll backend then (SLUICE_BACKEND=auto); for" \
+         "io_uring, 'sudo sysctl kernel.io_uring_disabled=0'." >&2
   else
     echo "==> deps: kernel.io_uring_disabled = 0 (io_uring allowed)"
   fi

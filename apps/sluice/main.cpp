@@ -1,6 +1,6 @@
 // The sluice command-line tool.
 //
-//   sluice --version
+//   sluice --version             the version, and the I/O backend this machine would use (and why)
 //   sluice bench --list            the benchmarks and what they measure
 //   sluice bench <name> [--json] [--runs N] [bench options]
 //   sluice demo [options]          an echo server and clients on the runtime, with a summary
@@ -16,6 +16,7 @@
 #include "jobs_cmd.hpp"
 #include "simulate_cmd.hpp"
 
+#include <sluice/runtime/io_backend.hpp>
 #include <sluice/runtime/version.hpp>
 
 // The benchmark library is optional (SLUICE_BUILD_BENCH); its include directory comes with it.
@@ -75,7 +76,16 @@ void print_bench_list() {
 
 int main(int argc, char** argv) {
   CLI::App app{"sluice: streaming jobs on io_uring coroutines"};
-  app.set_version_flag("--version", std::string(sluice::runtime::version()));
+  app.set_version_flag("--version", [] {
+    std::string text(sluice::runtime::version());
+    try {
+      const sluice::runtime::backend_choice choice = sluice::runtime::choose_backend();
+      text += fmt::format("\nI/O backend: {} ({})", choice.name, choice.reason);
+    } catch (const std::exception& e) {
+      text += fmt::format("\nI/O backend: none ({})", e.what());
+    }
+    return text;
+  });
   app.require_subcommand(0, 1);
 
   // --- bench ---

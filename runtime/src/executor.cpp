@@ -40,7 +40,7 @@ executor::executor(executor_options options)
       order_(options.order),
       blocking_(options.blocking),
       spin_before_sleep_(options.spin_before_sleep),
-      backend_(options.backend ? std::move(options.backend) : make_uring_backend(options.uring)) {
+      backend_(options.backend ? std::move(options.backend) : make_backend(options.uring)) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "executor: eventfd");
   stop_node_.owner = this;

@@ -44,8 +44,17 @@ inline std::string read_whole_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// What the child does between fork and exec (async-signal-safe calls only): `before_exec(context)`
+// when set (it returns false to fail the run with exit code 127), and `envp` as the environment
+// when set (else the test's own).
+struct tool_setup {
+  bool (*before_exec)(const void* context) noexcept = nullptr;
+  const void* context = nullptr;
+  char* const* envp = nullptr;
+};
+
 // Runs `sluice args...`; its stdout and stderr go through files in a temporary directory of their own.
-inline tool_run run_sluice(std::vector<std::string> args) {
+inline tool_run run_sluice(std::vector<std::string> args, const tool_setup& setup = {}) {
   const temp_dir scratch;
   constexpr rlim_t max_file_bytes = rlim_t{64} << 20;
   constexpr auto deadline = std::chrono::seconds(60);
@@ -66,7 +75,12 @@ inline tool_run run_sluice(std::vector<std::string> args) {
     if (out < 0 || err < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0 || ::setrlimit(RLIMIT_FSIZE, &fsize) != 0) {
       ::_exit(127);
     }
-    ::execv(argv[0], argv.data());
+    if (setup.before_exec != nullptr && !setup.before_exec(setup.context)) ::_exit(127);
+    if (setup.envp != nullptr) {
+      ::execve(argv[0], argv.data(), setup.envp);
+    } else {
+      ::execv(argv[0], argv.data());
+    }
     ::_exit(127);
   }
 

@@ -45,7 +45,8 @@ class blocking_pool;
 struct executor_options {
   int id = 0;
   uring_options uring{};
-  // The backend to use; null means io_uring (created on this thread).
+  // The backend to use; null means make_backend(uring): io_uring, or epoll as SLUICE_BACKEND says
+  // (created on this thread).
   std::unique_ptr<io_backend> backend{};
   // Ready coroutines resumed per loop turn before the kernel is entered again.
   unsigned batch_limit = 256;

@@ -1,6 +1,7 @@
 #pragma once
 // The I/O backend seam: an executor submits operations through an io_backend and receives their
-// completions from it. Production uses io_uring (make_uring_backend); tests use test_backend, which
+// completions from it. Production uses io_uring (make_uring_backend), or epoll where io_uring is
+// unavailable (make_epoll_backend; make_backend chooses, see below); tests use test_backend, which
 // lets a test decide completion order and inject results.
 //
 // Protocol:
@@ -81,9 +82,11 @@ struct io_op {
   // ends). recv, accept and connect are waits anyway (admission.hpp).
   bool waits = false;
 
-  // Backend bookkeeping: a backlog's link, the io_uring backend's timer-heap position.
+  // Backend bookkeeping: a backlog's link, the timer-heap position, the epoll backend's op state
+  // (set on submit: what a caller puts there is ignored).
   io_op* next_ = nullptr;
   std::size_t heap_index_ = 0;
+  std::uint8_t backend_state_ = 0;
 };
 
 class io_backend {
@@ -115,6 +118,25 @@ struct uring_options {
 // Creates the io_uring backend on the calling thread (the only thread allowed to use it).
 // Throws std::system_error with a message naming the cause and the fix when io_uring is unavailable.
 std::unique_ptr<io_backend> make_uring_backend(const uring_options& options = {});
+
+// Creates the epoll backend on the calling thread: sockets, pipes, eventfds and signalfds by
+// readiness, timeouts in a deadline heap, file operations on a few threads of its own whose
+// completions come back through an eventfd (epoll_backend.cpp). For where io_uring is unavailable
+// (a container's seccomp profile, kernel.io_uring_disabled, an old kernel). `options.cq_entries`
+// sets the same admission limits as an io_uring with that many CQ entries; the rest is ignored.
+std::unique_ptr<io_backend> make_epoll_backend(const uring_options& options = {});
+
+// Which backend executors get (backend_select.cpp). SLUICE_BACKEND=auto|uring|epoll, read on
+// every call (unset or empty: auto). auto: io_uring, or epoll when io_uring_setup fails with
+// EPERM, EACCES or ENOSYS (seccomp, kernel.io_uring_disabled, a kernel without io_uring); the
+// first choice of the process is logged once (info, or a warning naming why io_uring is not used).
+// uring: io_uring or the error; epoll: epoll. Another value throws std::invalid_argument.
+struct backend_choice {
+  std::string name;    // "io_uring" or "epoll"
+  std::string reason;  // why (the setting, or why io_uring is unavailable)
+};
+backend_choice choose_backend();
+std::unique_ptr<io_backend> make_backend(const uring_options& options = {});
 
 namespace detail {
 // The message for a failed io_uring_setup: cause and fix. `disabled_sysctl` is the content of
