@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds sluice and runs every check CI runs:
-#   1. Release build (Ninja) and the Catch2 tests through ctest;
+#   1. Release build (Ninja) and the Catch2 tests through ctest, on io_uring and then again with
+#      every executor on the epoll backend (SLUICE_BACKEND=epoll);
 #   2. install into a temporary prefix, then build and run a consumer project
 #      (tests/install) against the installed CMake package;
-#   3. an ASan+UBSan build (-O1 -g1, tests only) and the tests again;
+#   3. an ASan+UBSan build (-O1 -g1, tests only) and the tests again, on both backends;
 #   4. a ThreadSanitizer build (-O1 -g1, tests only) and the tests again;
 #      (-g1: line tables, enough for the sanitizers' stack traces; full -g took a third longer to build)
 #   5. the deterministic simulation: 2,000+ seeds of the sample jobs under faults and crashes
@@ -70,6 +71,11 @@ step="release tests"
 say "running tests (Release, -j$jobs)"
 ctest --test-dir "$release" --output-on-failure --no-tests=error -j "$jobs"
 release_tests=$(count_tests "$release")
+# The second I/O backend (docs/design.md: the epoll fallback where io_uring is unavailable): the
+# whole suite again, every executor on epoll.
+step="release tests on epoll"
+say "running tests (Release, SLUICE_BACKEND=epoll, -j$jobs)"
+SLUICE_BACKEND=epoll ctest --test-dir "$release" --output-on-failure --no-tests=error -j "$jobs"
 
 # ---- 2. installed package, used by a consumer project ----------------------
 step="install consumer"
@@ -114,13 +120,18 @@ sanitized_suite() {
   step="$label tests"
   say "running tests under $name (-j$jobs)"
   ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs"
+  if [[ "${epoll_too:-0}" == 1 ]]; then
+    step="$label tests on epoll"
+    say "running tests under $name on the epoll backend (SLUICE_BACKEND=epoll, -j$jobs)"
+    SLUICE_BACKEND=epoll ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs"
+  fi
 }
 
 asan_result="skipped (SLUICE_SKIP_ASAN=1)"
 if [[ "${SLUICE_SKIP_ASAN:-0}" != 1 ]]; then
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 epoll_too=1 \
     sanitized_suite "$build_base/asan" asan ASan+UBSan SLUICE_SANITIZE
-  asan_result="$(count_tests "$build_base/asan") tests passed"
+  asan_result="$(count_tests "$build_base/asan") tests passed on io_uring and on epoll"
 fi
 
 # The engine's threads, the inbox and cross-executor releases: the races a single-threaded
@@ -170,4 +181,5 @@ fi
 step="summary"
 echo
 echo "run-tests: PASSED in $((SECONDS - start))s — release: $release_tests tests passed;" \
+     "the same on epoll;" \
      "install consumer: $install_result; asan+ubsan: $asan_result; tsan: $tsan_result; simulation: $sim_result"
