@@ -17,6 +17,8 @@ SLUICE_PACKAGES=(
   # parsers for the etcd gateway client, HMAC for the data port's hello, iproute2 for the tests'
   # network namespaces
   etcd-server etcd-client libhttp-parser-dev nlohmann-json3-dev libssl-dev iproute2
+  # running as a systemd service (issue 13): sd_notify in the sluice tool
+  libsystemd-dev
   # the epoll fallback's test under a seccomp filter that denies io_uring (optional: without it
   # that test is skipped)
   libseccomp-dev

@@ -2,6 +2,7 @@
 #include "cli_options.hpp"
 #include "progress.hpp"
 #include "progress_sampler.hpp"
+#include "service_notify.hpp"
 
 #include <sluice/dataflow/generator.hpp>
 #include <sluice/dataflow/job_runner.hpp>
@@ -39,6 +40,11 @@ void add_job_options(CLI::App& command, job_cli_options& o) {
                     "The largest record (a line read is one record); a larger one fails the job", 1,
                     std::uint64_t{1} << 30);
   command.add_flag("--quiet", o.quiet, "No progress line (the final summary is always printed)");
+  command.add_option("--on-sigterm", o.on_sigterm,
+                     "SIGTERM: drain (stop with a final checkpoint, exit 0) or now (as SIGINT: exit 130); "
+                     "either way the next run resumes")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"drain", "now"}));
   add_cluster_options(command, o.cluster);
 }
 
@@ -64,13 +70,27 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
   // thread, and this thread finishes the line after run_job returned, which it does only once every
   // executor has stopped. So they need no lock. (The log's writer thread prints above the line
   // meanwhile, through print_above, which locks the line's output.)
+  settings.handle_signals = true;
+  settings.sigterm = o.on_sigterm == "now" ? dataflow::stop_mode::now : dataflow::stop_mode::drain;
   progress_line line({.quiet = o.quiet});
   progress_sampler sampler;
-  if (line.draws()) {
-    settings.on_progress = [&line, &sampler](const dataflow::job_progress& p) {
-      line.set(sampler.next(p));
-      line.update();
+  // Under systemd (NOTIFY_SOCKET): READY=1, STATUS=, WATCHDOG=1, STOPPING=1 (service_notify.hpp).
+  // All three callbacks run on the job's executor 0, as the line's do.
+  service_notify notify;
+  if (line.draws() || notify.active()) {
+    const bool draws = line.draws();
+    settings.on_progress = [&line, &sampler, &notify, draws](const dataflow::job_progress& p) {
+      const progress_fields fields = sampler.next(p);
+      if (draws) {
+        line.set(fields);
+        line.update();
+      }
+      notify.progress(format_progress(fields), std::chrono::steady_clock::now());
     };
+  }
+  if (notify.active()) {
+    settings.on_ready = [&notify](std::optional<snapshot::checkpoint_id> from) { notify.ready(from); };
+    settings.on_stopping = [&notify](dataflow::stop_mode mode) { notify.stopping(mode); };
   }
   // While the status line is drawn, log lines go above it instead of running into it.
   runtime::log::sink above;
@@ -93,7 +113,10 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
     summary += fmt::format("sluice {}: refused: {}", what, r.message);  // nothing ran
   } else {
     summary += fmt::format("sluice {}: {}; {} checkpoints completed, {} aborted; {}", what,
-                           r.exit_code == 0 ? "done" : r.exit_code == 130 ? "stopped (resumable)" : "FAILED",
+                           r.stopped_at ? "stopped (resumable)"
+                           : r.exit_code == 0 ? "done"
+                           : r.exit_code == 130 ? "stopped (resumable)"
+                                                : "FAILED",
                            r.final.checkpoints_completed,
                            r.final.checkpoints_aborted, progress_text(r.final));
     if (r.exit_code != 0 || !r.message.empty()) summary += fmt::format("\nsluice {}: {}", what, r.message);

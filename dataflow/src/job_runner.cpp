@@ -1,17 +1,15 @@
 // run_job: places a job's tasks on an engine, wires their channels, runs the coordinator, and ends
 // the job with a final checkpoint (job_runner.hpp).
-#include "job_directories.hpp"
-#include "runner.hpp"
 #include "settings_check.hpp"
 
+#include <sluice/dataflow/job_handle.hpp>
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/log.hpp>
-#include <sluice/runtime/wait_report.hpp>
 
 #include <fmt/core.h>
 
-#include <memory>
+#include <csignal>
 #include <optional>
 #include <stop_token>
 
@@ -29,52 +27,40 @@ job_result run_job(job_builder& job, job_settings settings) {
     settings.handle_signals = false;
   }
   detail::check_settings(settings);
-  const rt::log::scoped_sink logs(settings.log_sink);
-  const job_plan plan = job_plan::make(job, plan_shape{.workers = 1,
-                                                       .executors = settings.executors,
-                                                       .transport = settings.transport,
-                                                       .floating_buffers = settings.floating_buffers});
-  // The job's identity, before any executor runs (it reads every input, blocking).
-  job_fingerprint identity;
-  try {
-    identity = fingerprint_job(job);
-  } catch (const job_refused& e) {
-    return job_result{.exit_code = e.exit_code(), .message = e.what(), .resumed_from = {}, .final = {}};
-  }
-  // Start-up, before any executor runs: the checkpoint and output directories, made and locked until
-  // this call returns; a refusal is exit code 2 (job_directories.hpp).
-  io::result<detail::job_directories> dirs =
-      detail::job_directories::lock(job.name(), settings.checkpoint_dir, job.output_dirs());
-  if (!dirs) return job_result{.exit_code = 2, .message = dirs.error().message()};
-  const std::size_t segment_bytes = settings.segment_bytes;
-  const std::size_t per_executor = plan.segments_per_executor();
-  bf::network_memory memory(per_executor * settings.executors * segment_bytes, segment_bytes, settings.executors);
-
+  // From before the engine starts (its own start-up lines) to after it stopped.
+  const rt::log::scoped_sink logs(std::move(settings.log_sink));
+  settings.log_sink = nullptr;
+  // Signals: SIGINT stops at once, SIGTERM as settings.sigterm says; a second one during a drain stops
+  // at once. (The engine calls this on executor 0, where `handle` is set before any signal is read.)
+  job_handle handle;
+  bool draining = false;
+  const stop_mode on_sigterm = settings.sigterm;
+  auto on_signal = [&handle, &draining, on_sigterm](int signo) {
+    if (signo != SIGTERM || on_sigterm != stop_mode::drain || draining) return true;
+    draining = true;
+    rt::log::warn("received SIGTERM; stopping with a final checkpoint (a second signal stops at once)");
+    handle.stop(stop_mode::drain);
+    return false;
+  };
   job_result result;
   {
     rt::engine eng({.executors = settings.executors,
                     .handle_signals = settings.handle_signals,
+                    .on_signal = on_signal,
                     .simulation = settings.simulation});
+    const bool asked_stop = settings.stop.stop_possible();
     const std::stop_token stop = settings.stop;
-    auto r = std::make_unique<detail::runner>(job, std::move(settings), plan, eng, memory, std::move(identity));
-    const rt::wait_report_scope reporting(*r);
-    r->directories = &dirs.value();
-    {
-      std::stop_callback on_stop(stop, [&eng] { eng.request_stop(); });
-      result = eng.block_on(r->run());
-    }
+    handle = detail::start_job_on(eng, job, std::move(settings));
+    result = eng.block_on(handle.wait());
     if (eng.stop_signal() != 0) {
       result.exit_code = 130;
       result.message = fmt::format("stopped by signal {}", eng.stop_signal());
-    } else if (stop.stop_requested() && result.exit_code == 0 && result.message.empty()) {
+    } else if (asked_stop && stop.stop_requested() && result.exit_code == 0 && !result.stopped_at &&
+               result.message.empty()) {
       result.exit_code = 130;
       result.message = "stopped by request";
     }
     eng.stop();
-    r.reset();  // after every executor stopped: nothing is posted to its parts any more
-  }
-  for (std::size_t e = 0; e < memory.executors(); ++e) {
-    result.leaked_segments += memory.pool(e).total_segments() - memory.pool(e).free_segments();
   }
   return result;
 }

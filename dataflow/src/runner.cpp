@@ -204,13 +204,14 @@ rt::task<void> runner::controller() {
     co_return;
   }
   co_await all_data_ended_.wait();
-  if (failure_) co_return;
+  if (failure_ || stopping_ || draining_) co_return;  // (a drain takes its own checkpoint: runner_stop.cpp)
   if (link_ != nullptr) {
     co_await link_->all_data_ended();  // every worker's tasks too
     if (failure_ || (tasks_scope_.token() != nullptr && tasks_scope_.token()->stop_requested())) co_return;
   }
   // The final checkpoint, once every task has passed on all it will emit: every sink publishes what
   // it staged. (A source's sending stays open until then: barriers still flow.)
+  final_checkpoint_started_ = true;
   for (int attempt = 1;; ++attempt) {
     ss::checkpoint_outcome outcome = co_await coordinator_->trigger_now();
     if (outcome.completed()) {
@@ -434,6 +435,8 @@ rt::task<job_result> runner::run() {
     tasks_scope_.spawn(run_helpers(slot));
   }
   tasks_scope_.spawn(controller());
+  tasks_running_ = true;
+  start_requested_stop();  // a stop asked for before the tasks ran (runner_stop.cpp)
   if (link_ != nullptr) link_scope_.spawn(watch_link());
   if (settings_.on_progress) tasks_scope_.spawn(report_progress());
   co_await tasks_scope_.join();
@@ -454,6 +457,12 @@ rt::task<job_result> runner::run() {
   if (failure_) {
     result.exit_code = 1;
     result.message = *failure_;
+  } else if (stopped_at_) {
+    result.stopped_at = stopped_at_;
+    result.message = fmt::format("stopped with checkpoint {} (resumable)", *stopped_at_);
+  } else if (stopping_) {
+    result.exit_code = 130;
+    result.message = "stopped by request";
   }
   co_return result;
 }

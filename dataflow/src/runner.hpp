@@ -49,6 +49,15 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   detail::job_directories* directories = nullptr;  // locked by run_job; claimed once recovery is planned
 
   rt::task<job_result> run();
+  // On executor 0, at any time (before the tasks run, it is kept until they do), runner_stop.cpp:
+  // - now: the tasks stop where they are; the run ends with exit code 130 (resumable);
+  // - drain: the sources stop producing, a checkpoint is taken, every task carries out its
+  //   completion (the sinks publish), then the tasks stop; exit code 0, job_result::stopped_at.
+  //   If the input ends first, the job finishes as usual. On a worker of a job across workers,
+  //   drain stops as now does.
+  void request_stop(stop_mode mode);
+  // On executor 0: the job's progress now (job_handle::stats).
+  rt::task<job_progress> sample_progress() { return progress(); }
   // Each task's line (stream_task::describe), for a hang report (wait_report.hpp).
   void report_waits(std::string& out) const override {
     for (const task_slot* slot : mine_) out += "  " + (slot->task ? slot->task->describe() : "task (not made)") + "\n";
@@ -79,6 +88,11 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
       all_data_ended_.set();  // wakes the controller, which sees the failure
     }
     if (tasks_ended_ == mine_.size()) all_ended_.set();
+    if (awaited_commit_ != ss::no_checkpoint) commit_seen(id);  // an ended task commits nothing more
+  }
+  void committed(ss::task_id id, ss::checkpoint_id checkpoint) override {
+    if (id < slots_.size()) slots_[id].committed = std::max(slots_[id].committed, checkpoint);
+    if (awaited_commit_ != ss::no_checkpoint && checkpoint >= awaited_commit_) commit_seen(id);
   }
 
  private:
@@ -97,6 +111,10 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   rt::task<job_progress> progress();
   rt::task<void> report_progress();
   rt::task<void> wait_all_ended() { co_await all_ended_.wait(); }
+  rt::task<void> drain();  // runner_stop.cpp
+  rt::task<bool> take_drain_checkpoint();
+  void commit_seen(ss::task_id id);
+  void start_requested_stop();  // what request_stop kept until the tasks ran
 
   job_builder& job_;
   job_settings settings_;
@@ -118,6 +136,16 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   std::optional<std::string> failure_;
   unsigned failures_in_a_row_ = 0;  // checkpoints aborted since the last completed one
   bool final_checkpoint_done_ = false;
+  bool final_checkpoint_started_ = false;
+  // Stops asked for (request_stop): kept until the tasks run (tasks_running_).
+  bool tasks_running_ = false;
+  bool stopping_ = false;  // now
+  bool draining_ = false;  // drain
+  std::optional<ss::checkpoint_id> stopped_at_;      // the drain's checkpoint, once every task committed it
+  ss::checkpoint_id awaited_commit_ = ss::no_checkpoint;  // the drain waits for every task's commit of it
+  std::vector<bool> commit_pending_;                 // by position in mine_ (the drain's wait)
+  std::size_t commits_pending_ = 0;
+  rt::event commits_done_;
   rt::event all_data_ended_;
   rt::event all_ended_;
   rt::scope tasks_scope_;

@@ -92,6 +92,7 @@ void stream_task::notify_checkpoint_aborted(ss::checkpoint_id id, ss::abort_reas
   post_message(abort_msg{id, reason, std::string(detail)});
 }
 void stream_task::finish_input() { post_message(finish_msg{}); }
+void stream_task::pause_input() { post_message(pause_msg{}); }
 
 // --- the loop ----------------------------------------------------------------------------------------
 
@@ -172,12 +173,18 @@ rt::task<io::result<void>> stream_task::handle_mailbox() {
     } else if (auto* c = std::get_if<complete_msg>(&m)) {
       io::result<void> r = co_await built_.output_->commit(c->id);
       if (!r) co_return r;
+      task_listener* listener = wiring_.listener;
+      const ss::task_id task = wiring_.id;
+      const ss::checkpoint_id id = c->id;
+      wiring_.runner->post([listener, task, id] { listener->committed(task, id); });
     } else if (auto* a = std::get_if<abort_msg>(&m)) {
       checkpoint_.abort(a->id, a->reason, a->detail);
       if (handler_) {
         io::result<void> r = co_await perform(handler_->abort(a->id, a->reason, a->detail));
         if (!r) co_return r;
       }
+    } else if (std::holds_alternative<pause_msg>(m)) {
+      input_paused_ = true;
     } else {
       finish_requested_ = true;
     }
@@ -187,8 +194,8 @@ rt::task<io::result<void>> stream_task::handle_mailbox() {
 }
 
 rt::task<io::result<void>> stream_task::step_source() {
-  if (source_ended_) {
-    // Wait for a trigger (the final checkpoint) or the order to finish.
+  if (source_ended_ || input_paused_) {
+    // Wait for a trigger (the final checkpoint) or the order to finish (or, paused, to stop).
     const bool woke = co_await wake_.wait();
     if (!woke) co_return failure("stopped");
     co_return io::result<void>();

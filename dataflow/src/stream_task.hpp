@@ -4,7 +4,8 @@
 // operators) is touched only here.
 //
 // The loop, each turn:
-//   1. control messages (the mailbox): trigger (sources), complete (sinks commit), abort, finish;
+//   1. control messages (the mailbox): trigger (sources), complete (sinks commit), abort, finish,
+//      pause (sources);
 //   2. output first: anything the chain queued goes out (drain) before more input is taken;
 //   3. a source produces a batch of records; another task processes records of the buffer it holds,
 //      pausing when its partition has no free buffer: then it takes only priority events (an
@@ -57,6 +58,8 @@ class task_listener {
   // empty); the final checkpoint waits for every task to say so, so it covers all output.
   virtual void data_ended(snapshot::task_id task) = 0;
   virtual void task_ended(snapshot::task_id task, std::optional<std::string> failure) = 0;
+  // The task has carried out checkpoint `id`'s completion (a sink published what it staged for it).
+  virtual void committed(snapshot::task_id task, snapshot::checkpoint_id id) = 0;
 };
 
 struct task_wiring {
@@ -98,6 +101,9 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
                                  std::string_view detail) override;
   // Posted by the runner once the final checkpoint completed: a source ends its partition.
   void finish_input();
+  // Posted by the runner to stop with a final checkpoint (a drain): a source produces no more records
+  // (it still takes part in checkpoints) until the task ends.
+  void pause_input();
 
   const std::string& name() const noexcept { return wiring_.name; }
   std::uint64_t records_in() const noexcept { return records_in_; }
@@ -126,7 +132,8 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
     std::string detail;
   };
   struct finish_msg {};
-  using message = std::variant<trigger_msg, complete_msg, abort_msg, finish_msg>;
+  struct pause_msg {};
+  using message = std::variant<trigger_msg, complete_msg, abort_msg, finish_msg, pause_msg>;
 
   void post_message(message m);
   runtime::task<io::result<void>> restore();
@@ -168,6 +175,7 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   bool input_data_ended_ = false;
   bool source_ended_ = false;
   bool finish_requested_ = false;
+  bool input_paused_ = false;  // pause_input()
   bool data_end_reported_ = false;
   std::deque<message> mailbox_;
   runtime::event wake_;

@@ -36,6 +36,7 @@ struct task_slot {
   std::vector<std::unique_ptr<buffers::local_channel>> senders;  // local channels out of `partition`
   std::vector<buffers::remote_input*> remote_inputs;
   bool ended = false;
+  snapshot::checkpoint_id committed = snapshot::no_checkpoint;  // the newest completion it carried out
 };
 
 struct stage_shape {

@@ -123,21 +123,26 @@ void engine::thread_main(std::size_t index, std::promise<executor*> ready) {
 }
 
 task<void> engine::watch_signals() {
-  signalfd_siginfo info{};
-  io_op op;
-  op.code = op_code::read;
-  op.fd = signal_fd_;
-  op.buf = &info;
-  op.len = sizeof info;
-  op.offset = static_cast<std::uint64_t>(-1);
-  op.waits = true;  // until a signal comes: a wait, not a prompt read (admission.hpp)
-  const std::int32_t rc = co_await submit_op(op);
-  if (rc == static_cast<std::int32_t>(sizeof info)) {
-    stop_signal_.store(static_cast<int>(info.ssi_signo));
-    log::warn("received {}; stopping", info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+  for (;;) {
+    signalfd_siginfo info{};
+    io_op op;
+    op.code = op_code::read;
+    op.fd = signal_fd_;
+    op.buf = &info;
+    op.len = sizeof info;
+    op.offset = static_cast<std::uint64_t>(-1);
+    op.waits = true;  // until a signal comes: a wait, not a prompt read (admission.hpp)
+    const std::int32_t rc = co_await submit_op(op);
+    if (rc != static_cast<std::int32_t>(sizeof info)) {
+      if (rc != -ECANCELED) log::error("reading signals failed: {}", std::strerror(-rc));
+      co_return;
+    }
+    const int signo = static_cast<int>(info.ssi_signo);
+    if (options_.on_signal && !options_.on_signal(signo)) continue;  // handled: watch on
+    stop_signal_.store(signo);
+    log::warn("received {}; stopping", signo == SIGINT ? "SIGINT" : "SIGTERM");
     request_stop();
-  } else if (rc != -ECANCELED) {
-    log::error("reading signals failed: {}", std::strerror(-rc));
+    co_return;
   }
 }
 

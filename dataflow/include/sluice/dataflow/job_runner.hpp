@@ -22,7 +22,9 @@
 //   sink publishes its last output, then ends its partitions and exits 0.
 // - Failure: an operator exception, an I/O error or a lost channel fails the job with a message
 //   naming the task and the cause (exit code 1); a restart resumes from the latest checkpoint.
-//   SIGINT/SIGTERM or job_settings::stop stop it (exit code 130); the next run resumes.
+//   job_settings::stop (or, with handle_signals, SIGINT) stops it at once (exit code 130);
+//   job_settings::drain stops it with a final checkpoint (exit code 0, job_result::stopped_at); the
+//   next run resumes either way. A job can also run in the host's own engine: job_handle.hpp.
 
 #include <sluice/buffers/segment.hpp>
 #include <sluice/runtime/log.hpp>
@@ -40,6 +42,15 @@
 #include <string>
 
 namespace sluice::dataflow {
+
+// How a job is asked to stop (job_handle::stop, job_settings::sigterm):
+// - drain: the sources stop producing, a final checkpoint is taken and every sink publishes what it
+//   staged for it, then the job ends: exit code 0, job_result::stopped_at; the next run resumes from
+//   that checkpoint (nothing is published twice or lost). A drain that cannot complete its checkpoint
+//   (5 tries) stops as `now` does.
+// - now: the tasks stop where they are (as SIGINT): exit code 130; the next run resumes from the
+//   latest completed checkpoint.
+enum class stop_mode { drain, now };
 
 struct job_progress {
   std::chrono::nanoseconds elapsed{0};
@@ -93,7 +104,12 @@ struct job_settings {
   // 4 KiB of framing): larger ones fail the job, naming the task and the size. Records span buffers
   // (segment_bytes), in every checkpoint mode. 1 byte to 1 GiB.
   std::size_t max_record_bytes = std::size_t{16} << 20;
-  bool handle_signals = true;
+  // Signals are the host's unless it asks: with true, run_job blocks SIGINT and SIGTERM in its
+  // threads and reads them itself (the sluice tool does): SIGINT stops the job at once, SIGTERM as
+  // `sigterm` says; a second signal during a drain stops at once. Never under a simulation, nor for
+  // a job started in the host's engine (job_handle.hpp: the host's signals are the host's).
+  bool handle_signals = false;
+  stop_mode sigterm = stop_mode::now;
   // Called on the job's first executor about every progress_interval.
   std::function<void(const job_progress&)> on_progress;
   std::chrono::milliseconds progress_interval{250};
@@ -101,11 +117,18 @@ struct job_settings {
   // connected, just before the tasks run: with the checkpoint the job resumed from, if any. (Across
   // workers: each attempt of this worker.)
   std::function<void(std::optional<snapshot::checkpoint_id> resumed_from)> on_ready;
+  // Called on the job's first executor once, when a stop asked for (stop_mode: job_handle::stop,
+  // job_settings::stop/drain, a signal) begins; not when the input ends or the job fails. (A drain
+  // escalated to a stop now is not reported again.)
+  std::function<void(stop_mode)> on_stopping;
   // Called on the job's first executor as each checkpoint ends (completed or aborted).
   std::function<void(const snapshot::checkpoint_stats&)> on_checkpoint;
   // A stop request (from any thread, or from on_progress/on_checkpoint) stops the job as SIGTERM
   // does: no final checkpoint, exit code 130, and the next run resumes from the latest checkpoint.
   std::stop_token stop;
+  // A stop request here stops the job with a final checkpoint (stop_mode::drain): exit code 0,
+  // job_result::stopped_at.
+  std::stop_token drain;
   // Runs the job on a simulated machine (sim/world.hpp): every executor on the calling thread, and
   // every file, socket and clock the job uses is the simulation's. Signals are not handled then.
   runtime::simulation* simulation = nullptr;
@@ -115,6 +138,9 @@ struct job_result {
   int exit_code = 0;
   std::string message;  // what failed; with exit code 0, empty or a note ("stopped by request")
   std::optional<snapshot::checkpoint_id> resumed_from;
+  // Stopped by a drain (stop_mode::drain): the checkpoint it took, which every sink published; the
+  // next run resumes from it. Empty when the job finished its input, failed or stopped at once.
+  std::optional<snapshot::checkpoint_id> stopped_at;
   job_progress final;
   // Network-memory segments not back in their pools once everything was torn down: always 0 unless
   // a buffer leaked (the simulation checks it).

@@ -4,7 +4,8 @@
 // - Default: one executor per CPU; optional pinning of executor i to CPU i.
 // - `block_on(t)` runs t on executor 0 and blocks the calling thread until it finishes.
 // - SIGINT/SIGTERM (when `handle_signals`) are blocked in every thread and read through a signalfd
-//   on executor 0's ring; the first one asks every executor to stop (tasks see their stop token).
+//   on executor 0's ring; the first one asks every executor to stop (tasks see their stop token),
+//   unless `on_signal` handles it.
 // - Destruction stops every executor, waits until their detached tasks and in-flight operations
 //   are done, and joins the threads: no frame and no descriptor is left behind.
 // - The engine owns the pool its executors offload blocking calls to (offload.hpp); stop() joins
@@ -19,6 +20,7 @@
 
 #include <csignal>
 #include <cstddef>
+#include <functional>
 #include <future>
 #include <memory>
 #include <thread>
@@ -31,6 +33,10 @@ struct engine_options {
   unsigned executors = 0;
   bool pin_cpus = false;
   bool handle_signals = true;
+  // With handle_signals: called on executor 0 with each SIGINT/SIGTERM. Returns whether the engine
+  // stops (as without it: request_stop(), and stop_signal() says which); false: the callback took
+  // care of it (a drain, say) and the engine watches for the next signal.
+  std::function<bool(int signo)> on_signal;
   uring_options uring{};
   unsigned batch_limit = 256;
   runtime::simulation* simulation = nullptr;
