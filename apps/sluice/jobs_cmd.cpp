@@ -39,6 +39,9 @@ void add_job_options(CLI::App& command, job_cli_options& o) {
                     "The largest record (a line read is one record); a larger one fails the job", 1,
                     std::uint64_t{1} << 30);
   command.add_flag("--quiet", o.quiet, "No progress line (the final summary is always printed)");
+  command.add_option("--metrics", o.metrics,
+                     "Serve Prometheus metrics at http://HOST:PORT/metrics while the job runs (HOST:PORT, :PORT for "
+                     "every interface; port 0: any free one, logged)");
   add_cluster_options(command, o.cluster);
 }
 
@@ -60,6 +63,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
   settings.transport = *dataflow::parse_transport(o.transport);
   settings.executors = o.executors;
   settings.max_record_bytes = static_cast<std::size_t>(o.max_record_bytes);
+  settings.metrics_address = o.metrics;
   // Two threads use `line` and `sampler`, never at once: on_progress runs on the job's executor 0
   // thread, and this thread finishes the line after run_job returned, which it does only once every
   // executor has stopped. So they need no lock. (The log's writer thread prints above the line

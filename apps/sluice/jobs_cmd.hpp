@@ -20,6 +20,7 @@ struct job_cli_options {
   unsigned executors = 2;
   std::uint64_t max_record_bytes = std::uint64_t{16} << 20;
   bool quiet = false;
+  std::string metrics;  // --metrics HOST:PORT: Prometheus metrics at http://HOST:PORT/metrics
   cluster_cli cluster;  // one worker of a job across processes, when given
 };
 
