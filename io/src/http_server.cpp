@@ -84,6 +84,7 @@ class request_reader {
     if (state_ != state::reading) return 0;
     std::size_t offer = bytes.size();
     if (!headers_complete_) offer = std::min(offer, options_.max_head_bytes - head_bytes_);
+    if (offer == 0) return 0;  // (a length of 0 would tell the parser the stream ended)
     parser_.data = this;
     const std::size_t used = http_parser_execute(&parser_, &settings_, bytes.data(), offer);
     if (!headers_complete_) head_bytes_ += used;
@@ -274,9 +275,11 @@ rt::task<void> http_server::serve(tcp_stream stream) {
     bool timed_out = false;
     bool ended = false;
     for (;;) {
-      if (!pending.empty()) {
+      // (While the head is incomplete the reader takes at most max_head_bytes of it: feed again.)
+      while (!pending.empty() && reader.status() == request_reader::state::reading) {
         const std::size_t used = reader.feed(pending);
         pending.erase(0, used);
+        if (used == 0) break;
       }
       if (reader.status() != request_reader::state::reading) break;
       const auto left = deadline - rt::executor::current()->now();
