@@ -76,6 +76,14 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
       line.update();
     };
   }
+  // The endpoint's address, with the port the kernel chose for port 0 (the host as given).
+  if (!o.metrics.empty()) {
+    std::string host = o.metrics.substr(0, o.metrics.rfind(':'));
+    if (host.empty()) host = "0.0.0.0";
+    settings.on_metrics_listening = [&line, what, host](std::uint16_t port) {
+      line.print_above(fmt::format("sluice {}: metrics on http://{}:{}/metrics", what, host, port));
+    };
+  }
   // While the status line is drawn, log lines go above it instead of running into it.
   runtime::log::sink above;
   if (line.draws()) above = [&line](const runtime::log::event& e) { line.print_above(e.line); };
