@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -68,7 +69,8 @@ std::optional<std::pair<int, std::string>> promtool_check(const temp_dir& dir, c
 // A word count with metrics on an ephemeral port, run on a thread of its own.
 struct metered_wordcount {
   temp_dir dir;
-  job_builder job{"wordcount"};
+  std::unique_ptr<job_builder> built;
+  job_builder& job;
   job_settings settings;
   std::promise<std::uint16_t> port_promise;
   std::atomic<int> completed{0};
@@ -76,9 +78,13 @@ struct metered_wordcount {
   std::thread thread;
   job_result result;
 
-  explicit metered_wordcount(std::uint64_t lines) {
+  static std::unique_ptr<job_builder> wordcount(const temp_dir& dir) {
+    auto j = std::make_unique<job_builder>("wordcount");
+    build_wordcount(*j, {dir.file("input.txt"), dir.file("out"), 2, 0});
+    return j;
+  }
+  explicit metered_wordcount(std::uint64_t lines) : built(wordcount(dir)), job(*built) {
     write_corpus_file(dir.file("input.txt"), lines, 11);
-    build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
     settings.checkpoint_dir = dir.file("chk");
     settings.checkpoint_interval = 20ms;
     settings.handle_signals = false;
@@ -183,6 +189,38 @@ TEST_CASE("a running job serves its metrics at /metrics, in a text promtool acce
   // The endpoint went with the job.
   http_client after(port);
   CHECK_FALSE(after.connected());
+}
+
+TEST_CASE("a run that resumed from a checkpoint says which in its metrics") {
+  metered_wordcount w(3'000'000);
+  w.start();
+  for (int i = 0; i < 3000 && w.completed.load() == 0; ++i) std::this_thread::sleep_for(5ms);
+  REQUIRE(w.completed.load() >= 1);
+  w.stop.request_stop();
+  w.thread.join();
+  REQUIRE(w.result.exit_code == 130);  // stopped: the next run resumes
+
+  // The same job again over the same directories.
+  job_builder again("wordcount");
+  build_wordcount(again, {w.dir.file("input.txt"), w.dir.file("out"), 2, 0});
+  std::promise<std::uint16_t> port_promise;
+  std::future<std::uint16_t> port_future = port_promise.get_future();
+  std::stop_source stop;
+  job_settings s = w.settings;
+  s.on_metrics_listening = [&port_promise](std::uint16_t port) { port_promise.set_value(port); };
+  s.on_checkpoint = nullptr;
+  s.stop = stop.get_token();
+  job_result second;
+  std::thread t([&] { second = run_job(again, s); });
+  REQUIRE(port_future.wait_for(60s) == std::future_status::ready);
+  std::optional<http_reply> r = http_get(port_future.get(), "/metrics");
+  stop.request_stop();
+  t.join();
+  REQUIRE(r);
+  REQUIRE(second.resumed_from.has_value());
+  CHECK(value_of(r->body, "sluice_job_resumed{job=\"wordcount\"}") == 1.0);
+  CHECK(value_of(r->body, "sluice_job_resumed_from_checkpoint{job=\"wordcount\"}") ==
+        static_cast<double>(*second.resumed_from));
 }
 
 TEST_CASE("a metrics address that cannot be bound refuses the job with exit code 2, naming it") {
