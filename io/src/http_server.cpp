@@ -9,6 +9,7 @@
 #include <sluice/io/http_server.hpp>
 
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/system.hpp>
 #include <sluice/runtime/timer.hpp>
 
 #include <http_parser.h>
@@ -224,8 +225,9 @@ rt::task<void> http_server::run() {
       if (!slept) break;
       continue;
     }
+    const bool room = connections_ < options_.max_connections || evict_idle();
     ++connections_;
-    if (connections_ > options_.max_connections) {
+    if (!room) {
       connections_scope_.spawn(refuse(std::move(accepted).value()));
     } else {
       connections_scope_.spawn(serve(std::move(accepted).value()));
@@ -235,6 +237,19 @@ rt::task<void> http_server::run() {
   co_await connections_scope_.join();
   if (listener_.is_open()) (void)co_await listener_.close();
   ended_.set();
+}
+
+bool http_server::evict_idle() noexcept {
+  live_connection* oldest = nullptr;
+  for (live_connection& c : live_) {
+    if (c.idle && (oldest == nullptr || c.idle_since < oldest->idle_since)) oldest = &c;
+  }
+  if (oldest == nullptr) return false;
+  oldest->idle = false;  // (not chosen twice)
+  // Wakes its recv with the end of the stream: the connection ends and closes itself.
+  (void)rt::sys().shutdown(oldest->stream->fd(), SHUT_RD);
+  ++evicted_;
+  return true;
 }
 
 rt::task<void> http_server::stop() {
@@ -265,12 +280,15 @@ rt::task<void> http_server::refuse(tcp_stream stream) {
 
 rt::task<void> http_server::serve(tcp_stream stream) {
   (void)stream.set_nodelay(true);
+  const auto me = live_.insert(live_.end(), live_connection{&stream, true, ++idle_order_});
   std::string pending;  // received, not yet parsed (pipelined requests)
   std::array<std::byte, 4096> chunk{};
   bool open = true;
   while (open && !stopping_) {
     request_reader reader(options_);
     if (!pending.empty()) reader.note_bytes();
+    me->idle = pending.empty();
+    me->idle_since = ++idle_order_;
     const auto deadline = rt::executor::current()->now() + options_.request_timeout;
     bool timed_out = false;
     bool ended = false;
@@ -297,6 +315,7 @@ rt::task<void> http_server::serve(tcp_stream stream) {
         break;
       }
       reader.note_bytes();
+      me->idle = false;
       pending.append(reinterpret_cast<const char*>(chunk.data()), **got);
     }
     if (stopping_ || ended) break;
@@ -339,6 +358,7 @@ rt::task<void> http_server::serve(tcp_stream stream) {
     open = co_await respond(&stream, response, head_only, keep_alive && !stopping_);
     open = open && keep_alive;
   }
+  live_.erase(me);
   (void)co_await stream.close();
   --connections_;
 }

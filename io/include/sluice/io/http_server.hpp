@@ -14,8 +14,9 @@
 // each of these. A request must arrive whole within request_timeout of the moment the server
 // started waiting for it, and a response must be taken within send_timeout, so a silent or slow
 // client never keeps a connection for ever: an idle keep-alive connection is closed silently, one
-// half-way through a request gets 408. Beyond max_connections, a new connection is answered 503
-// and closed at once. A handler that throws gives 500.
+// half-way through a request gets 408. At max_connections, a new connection takes the place of the
+// one idle the longest (waiting for a request, none of it received), which is closed; if none is
+// idle, the new one is answered 503 and closed. A handler that throws gives 500.
 // Lifetime: listen() binds at once (a refusal names the address); run() serves on the calling
 // executor until stop(), which closes the listener and every connection and returns once run()
 // and every connection coroutine have ended. Everything runs on the executor run() runs on.
@@ -34,6 +35,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -98,6 +100,8 @@ class http_server {
 
   std::size_t connections() const noexcept { return connections_; }
   std::uint64_t requests_served() const noexcept { return requests_; }
+  // Idle connections closed to make room for new ones (max_connections).
+  std::uint64_t evicted() const noexcept { return evicted_; }
 
  private:
   http_server(tcp_listener listener, http_handler handler, http_server_options options) noexcept;
@@ -105,8 +109,19 @@ class http_server {
   runtime::task<void> refuse(tcp_stream stream);
   runtime::task<bool> respond(tcp_stream* stream, const http_response& response, bool head_only, bool keep_alive);
 
+  struct live_connection {
+    tcp_stream* stream = nullptr;
+    bool idle = true;             // waiting for a request, none of it received
+    std::uint64_t idle_since = 0;  // order of becoming idle
+  };
+  // Makes room for a new connection: closes the one idle the longest; false if none is idle.
+  bool evict_idle() noexcept;
+
   tcp_listener listener_;
   http_handler handler_;
+  std::list<live_connection> live_;
+  std::uint64_t idle_order_ = 0;
+  std::uint64_t evicted_ = 0;
   http_server_options options_;
   runtime::scope connections_scope_;
   runtime::event ended_;
