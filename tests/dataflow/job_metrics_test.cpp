@@ -8,6 +8,7 @@
 #include <support/http_client.hpp>
 #include <support/temp_dir.hpp>
 
+#include "join_support.hpp"
 #include "wordcount_support.hpp"
 
 #include <catch2/catch.hpp>
@@ -221,6 +222,48 @@ TEST_CASE("a run that resumed from a checkpoint says which in its metrics") {
   CHECK(value_of(r->body, "sluice_job_resumed{job=\"wordcount\"}") == 1.0);
   CHECK(value_of(r->body, "sluice_job_resumed_from_checkpoint{job=\"wordcount\"}") ==
         static_cast<double>(*second.resumed_from));
+}
+
+TEST_CASE("a backpressured join shows its sources' backpressure and its tasks' watermarks") {
+  temp_dir dir;
+  sluice::test::write_join_file(dir.file("left.csv"), 20'000, 50, 10'000, 1, "L");
+  sluice::test::write_join_file(dir.file("right.csv"), 20'000, 50, 10'000, 2, "R");
+  job_builder job("join");
+  build_join(job, {dir.file("left.csv"), dir.file("right.csv"), dir.file("out"), 2, 1000, 200us});
+  job_settings s;
+  s.checkpoint_dir = dir.file("chk");
+  s.checkpoint_interval = 50ms;
+  s.mode = ss::checkpoint_mode::unaligned;
+  s.handle_signals = false;
+  s.metrics_address = "127.0.0.1:0";
+  std::promise<std::uint16_t> port_promise;
+  std::future<std::uint16_t> port_future = port_promise.get_future();
+  s.on_metrics_listening = [&port_promise](std::uint16_t port) { port_promise.set_value(port); };
+  std::stop_source stop;
+  s.stop = stop.get_token();
+  job_result result;
+  std::thread t([&] { result = run_job(job, s); });
+  REQUIRE(port_future.wait_for(60s) == std::future_status::ready);
+  const std::uint16_t port = port_future.get();
+  // Until the sources have waited for the slow join a while and a watermark reached it.
+  std::string text;
+  const std::string join0 = "{job=\"join\",task=\"join#0\"}";
+  const std::string left0 = "{job=\"join\",task=\"left#0\"}";
+  for (int i = 0; i < 500; ++i) {
+    std::optional<http_reply> r = http_get(port, "/metrics");
+    if (r && r->status == 200) text = r->body;
+    if (value_of(text, "sluice_task_watermark" + join0).has_value() &&
+        value_of(text, "sluice_task_backpressured_seconds_total" + left0).value_or(0) > 0.05) {
+      break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  stop.request_stop();
+  t.join();
+  INFO(text);
+  CHECK(value_of(text, "sluice_task_watermark" + join0).value_or(-1) >= 0);
+  CHECK(value_of(text, "sluice_task_backpressured_seconds_total" + left0).value_or(0) > 0.05);
+  CHECK(value_of(text, "sluice_task_records_in_total" + join0).value_or(0) > 0);
 }
 
 TEST_CASE("a metrics address that cannot be bound refuses the job with exit code 2, naming it") {
