@@ -4,6 +4,7 @@
 
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/run_on.hpp>
+#include <sluice/runtime/version.hpp>
 
 #include <fmt/core.h>
 
@@ -349,6 +350,8 @@ void job_metrics::write_checkpoints(io::prometheus_text& out) const {
   out.family("sluice_job_resumed_from_checkpoint", metric_type::gauge,
              "The checkpoint this run resumed from (0: it started fresh).");
   out.sample("sluice_job_resumed_from_checkpoint", job, std::uint64_t{resumed_from_.value_or(0)});
+  out.family("sluice_build_info", metric_type::gauge, "1, with the version of sluice the job runs on.");
+  out.sample("sluice_build_info", {{"job", from_.job}, {"version", std::string(rt::version())}}, std::uint64_t{1});
   out.family("sluice_job_uptime_seconds", metric_type::gauge, "Seconds since this run's tasks started.");
   out.sample("sluice_job_uptime_seconds", job, seconds(now - started_at_));
 }

@@ -147,6 +147,7 @@ TEST_CASE("a running job serves its metrics at /metrics, in a text promtool acce
   CHECK(value_of(text, "sluice_checkpoint_last_state_bytes{" + job + ",kind=\"operator\"}").value_or(0) > 0);
   CHECK(value_of(text, "sluice_job_resumed{" + job + "}") == 0.0);
   CHECK(value_of(text, "sluice_job_resumed_from_checkpoint{" + job + "}") == 0.0);
+  CHECK(value_of(text, "sluice_build_info{" + job + ",version=\"" + SLUICE_PROJECT_VERSION + "\"}") == 1.0);
   for (const char* e : {"0", "1"}) {
     const std::string l = "{" + job + ",executor=\"" + e + "\"}";
     const double busy = value_of(text, "sluice_executor_busy_ratio" + l).value_or(-1);
