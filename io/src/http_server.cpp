@@ -219,13 +219,16 @@ rt::task<void> http_server::run() {
           code == std::errc::bad_file_descriptor) {
         break;  // stopped: the listener was closed or the task cancelled
       }
-      // Out of descriptors, a connection reset before accept: log, breathe, go on.
+      if (code == std::errc::connection_aborted) continue;  // reset before it was accepted
+      // Out of descriptors, say: log, breathe, go on.
       rt::log::warn("http server {}: {}", listener_.local_address().to_string(), accepted.error().message());
       const bool slept = co_await rt::sleep_for(std::chrono::milliseconds(50));
       if (!slept) break;
       continue;
     }
     const bool room = connections_ < options_.max_connections || evict_idle();
+    // A flood beyond twice the limit is not even told why (each 503 holds a descriptor a moment).
+    if (!room && connections_ >= 2 * options_.max_connections) continue;  // closed as it goes
     ++connections_;
     if (!room) {
       connections_scope_.spawn(refuse(std::move(accepted).value()));
