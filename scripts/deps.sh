@@ -22,6 +22,9 @@ SLUICE_PACKAGES=(
   # the epoll fallback's test under a seccomp filter that denies io_uring (optional: without it
   # that test is skipped)
   libseccomp-dev
+  # promtool (in Debian's prometheus package): the metrics endpoint's tests check the scraped text
+  # with `promtool check metrics` (optional: without it that check is skipped)
+  prometheus
   # the fuzz targets (scripts/fuzz.sh): clang 14, its libFuzzer and sanitizer runtimes, and
   # llvm-symbolizer for readable crash reports
   clang-14 libclang-rt-14-dev llvm-14

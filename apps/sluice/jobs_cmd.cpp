@@ -45,6 +45,9 @@ void add_job_options(CLI::App& command, job_cli_options& o) {
                      "either way the next run resumes")
       ->capture_default_str()
       ->check(CLI::IsMember({"drain", "now"}));
+  command.add_option("--metrics", o.metrics,
+                     "Serve Prometheus metrics at http://HOST:PORT/metrics while the job runs (HOST:PORT, :PORT for "
+                     "every interface; port 0: any free one, logged)");
   add_cluster_options(command, o.cluster);
 }
 
@@ -66,6 +69,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
   settings.transport = *dataflow::parse_transport(o.transport);
   settings.executors = o.executors;
   settings.max_record_bytes = static_cast<std::size_t>(o.max_record_bytes);
+  settings.metrics_address = o.metrics;
   // Two threads use `line` and `sampler`, never at once: on_progress runs on the job's executor 0
   // thread, and this thread finishes the line after run_job returned, which it does only once every
   // executor has stopped. So they need no lock. (The log's writer thread prints above the line
@@ -91,6 +95,14 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
   if (notify.active()) {
     settings.on_ready = [&notify](std::optional<snapshot::checkpoint_id> from) { notify.ready(from); };
     settings.on_stopping = [&notify](dataflow::stop_mode mode) { notify.stopping(mode); };
+  }
+  // The endpoint's address, with the port the kernel chose for port 0 (the host as given).
+  if (!o.metrics.empty()) {
+    std::string host = o.metrics.substr(0, o.metrics.rfind(':'));
+    if (host.empty()) host = "0.0.0.0";
+    settings.on_metrics_listening = [&line, what, host](std::uint16_t port) {
+      line.print_above(fmt::format("sluice {}: metrics on http://{}:{}/metrics", what, host, port));
+    };
   }
   // While the status line is drawn, log lines go above it instead of running into it.
   runtime::log::sink above;

@@ -21,6 +21,7 @@ struct job_cli_options {
   std::uint64_t max_record_bytes = std::uint64_t{16} << 20;
   bool quiet = false;
   std::string on_sigterm = "drain";  // drain or now
+  std::string metrics;  // --metrics HOST:PORT: Prometheus metrics at http://HOST:PORT/metrics
   cluster_cli cluster;  // one worker of a job across processes, when given
 };
 

@@ -154,6 +154,7 @@ runtime::task<bool> result_partition::copy_record(std::size_t subpartition) {
 
 void result_partition::enqueue_current(subpartition_state& s) {
   assert(s.current.valid() && s.current.size() > 0);
+  data_bytes_ += s.current.size();
   buffer_view view = s.current.retain();
   s.current.reset();  // the view keeps the segment until the consumer is done with it
   push(s, entry{std::move(view), false});

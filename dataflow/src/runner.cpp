@@ -151,6 +151,7 @@ rt::task<void> runner::run_helpers(task_slot* slot) {
 
 // On executor 0, as each checkpoint ends: the user's callback, and the count of failures in a row.
 void runner::checkpoint_ended(const ss::checkpoint_stats& stats) {
+  if (metrics_) metrics_->checkpoint_ended(stats);
   if (settings_.on_checkpoint) settings_.on_checkpoint(stats);
   if (stats.outcome.completed()) {
     failures_in_a_row_ = 0;
@@ -299,6 +300,17 @@ rt::task<job_result> runner::run() {
     slot.executor = &engine_.at(t.executor);
     mine_.push_back(&slot);
   }
+  // The metrics endpoint is bound before any task is made: a port in use refuses the job (exit 2).
+  if (!settings_.metrics_address.empty()) {
+    io::result<std::unique_ptr<job_metrics>> bound = job_metrics::bind(
+        settings_.metrics_address, {job_.name(), &mine_, &engine_, &memory_, &coordinator_});
+    if (!bound) {
+      result.exit_code = 2;
+      result.message = bound.error().message();
+      co_return result;
+    }
+    metrics_ = std::move(bound).value();
+  }
 
   // --- recovery -------------------------------------------------------------------------------
   // The newest checkpoint that validates and restores: its tasks are made and their state restored
@@ -428,6 +440,7 @@ rt::task<job_result> runner::run() {
   }
   // Restored, wired and about to run: the host may say the job is up (READY=1, say).
   if (settings_.on_ready) settings_.on_ready(result.resumed_from);
+  if (metrics_) metrics_->start(result.resumed_from, settings_.on_metrics_listening);
 
   // --- run ------------------------------------------------------------------------------------------
   for (task_slot* slot : mine_) {
@@ -442,6 +455,7 @@ rt::task<job_result> runner::run() {
   co_await tasks_scope_.join();
   link_scope_.request_stop();
   co_await link_scope_.join();
+  if (metrics_) co_await metrics_->stop();  // before any task is destroyed
 
   // --- end ----------------------------------------------------------------------------------------
   result.final = co_await progress();

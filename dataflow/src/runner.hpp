@@ -6,6 +6,7 @@
 
 #include "channel_wiring.hpp"
 #include "job_directories.hpp"
+#include "job_metrics.hpp"
 #include "stream_task.hpp"
 #include "task_slot.hpp"
 
@@ -150,6 +151,7 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   rt::event all_ended_;
   rt::scope tasks_scope_;
   rt::scope link_scope_;
+  std::unique_ptr<job_metrics> metrics_;  // job_settings::metrics_address (job_metrics.hpp)
   std::chrono::steady_clock::time_point started_{};
 };
 

@@ -2,6 +2,8 @@
 
 #include "settings_check.hpp"
 
+#include "job_metrics.hpp"
+
 #include <sluice/buffers/segment.hpp>
 
 #include <fmt/core.h>
@@ -28,6 +30,11 @@ void check_settings(const job_settings& settings) {
   }
   if (settings.min_pause && settings.min_pause->count() < 0) {
     throw std::invalid_argument(fmt::format("job settings: min_pause {} ms must not be negative", settings.min_pause->count()));
+  }
+  if (!settings.metrics_address.empty()) {
+    if (io::result<io::address> at = parse_metrics_address(settings.metrics_address); !at) {
+      throw std::invalid_argument("job settings: " + at.error().message());
+    }
   }
   if (settings.retained_checkpoints < 1) {
     throw std::invalid_argument("job settings: retained_checkpoints must be at least 1 (the newest one is what a restart "

@@ -201,7 +201,9 @@ rt::task<io::result<void>> stream_task::step_source() {
     co_return io::result<void>();
   }
   if (wiring_.partition != nullptr && !wiring_.partition->writable()) {
+    meters_.backpressure.begin(wiring_.executor->now());
     auto r = co_await rt::when_any(wait_writable(wiring_.partition), wait_event(&wake_));
+    meters_.backpressure.end(wiring_.executor->now());
     (void)r;
     co_return io::result<void>();
   }
@@ -224,8 +226,11 @@ rt::task<io::result<void>> stream_task::step_output() {
   }
   // An alignment in progress still times out while the output is full (aligned-timeout).
   const std::optional<std::chrono::steady_clock::time_point> deadline = handler_ ? handler_->deadline() : std::nullopt;
+  // (A partition tail waits for a free buffer here: backpressure; a sink waits for its own I/O.)
+  if (wiring_.partition != nullptr) meters_.backpressure.begin(wiring_.executor->now());
   if (gate != nullptr && deadline) {
     auto r = co_await rt::when_any(wait_output(&out), wait_priority(gate), wait_event(&wake_), sleep_until(*deadline));
+    meters_.backpressure.end(wiring_.executor->now());
     if (r.index == 3) co_return co_await perform(handler_->on_timer());
   } else if (gate != nullptr) {
     auto r = co_await rt::when_any(wait_output(&out), wait_priority(gate), wait_event(&wake_));
@@ -234,6 +239,7 @@ rt::task<io::result<void>> stream_task::step_output() {
     auto r = co_await rt::when_any(wait_output(&out), wait_event(&wake_));
     (void)r;
   }
+  meters_.backpressure.end(wiring_.executor->now());
   co_return io::result<void>();
 }
 
@@ -243,7 +249,9 @@ rt::task<io::result<void>> stream_task::step_input() {
   if (reading && !gate.has_priority()) {
     if (wiring_.partition != nullptr && !wiring_.partition->writable()) {
       // Output full: wait for a buffer, a priority event or a message; never block the executor.
+      meters_.backpressure.begin(wiring_.executor->now());
       auto r = co_await rt::when_any(wait_writable(wiring_.partition), wait_priority(&gate), wait_event(&wake_));
+      meters_.backpressure.end(wiring_.executor->now());
       (void)r;
       co_return io::result<void>();
     }
@@ -295,6 +303,7 @@ rt::task<io::result<void>> stream_task::handle_item(bf::gate_item item) {
   if (!done) co_return done;
   if (!item.is_event()) {
     if (item.data.size() == 0) co_return done;
+    meters_.bytes_in += item.data.size();
     current_channel_ = item.channel;
     deserializers_[item.channel].set_next_buffer(item.data.get().retain());
     item.data.release();  // view-held until the deserializer is done with it

@@ -20,6 +20,8 @@
 // first, and recovered input channel state is processed before any new input, its trailing half
 // record left in the channel's deserializer for the live channel to complete.
 
+#include "task_meters.hpp"
+
 #include <sluice/buffers/input_gate.hpp>
 #include <sluice/buffers/record_deserializer.hpp>
 #include <sluice/buffers/result_partition.hpp>
@@ -113,6 +115,14 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
     return built_.source_ != nullptr ? built_.source_->input_position() : std::nullopt;
   }
   std::uint64_t records_written() const noexcept { return built_.output_->is_sink() ? built_.output_->records_out() : 0; }
+  // For the job's metrics (job_metrics.hpp), on the task's executor: records the chain passed on
+  // (to the partition, or a sink's output), bytes in and backpressure, and the task's watermark
+  // (the smallest of its input channels', none before every channel sent one; a source: none).
+  std::uint64_t records_out() const noexcept { return built_.output_->records_out(); }
+  const task_meters& meters() const noexcept { return meters_; }
+  std::optional<std::uint64_t> watermark() const noexcept {
+    return watermark_sent_ ? std::optional<std::uint64_t>(watermark_out_) : std::nullopt;
+  }
   // Where the task is and what it waits for, in one line without '\n' (a hang report: the
   // simulation's, through the runner's wait_reporter). On the task's executor, or while no
   // executor runs. stream_task_report.cpp.
@@ -180,6 +190,7 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   std::deque<message> mailbox_;
   runtime::event wake_;
   std::uint64_t records_in_ = 0;
+  task_meters meters_;
   enum class phase { created, restoring, running, ending, closing, ended } phase_ = phase::created;
 };
 

@@ -146,6 +146,7 @@ class epoll_backend final : public io_backend {
 
   void submit(io_op& op) override {
     ++outstanding_;
+    ++counters_.submitted;
     if (op.code == op_code::timeout) {
       set_state(op, op_state::timer);
       timers_.push(op);
@@ -174,6 +175,7 @@ class epoll_backend final : public io_backend {
   }
 
   std::size_t outstanding() const noexcept override { return outstanding_; }
+  backend_counters counters() const noexcept override { return counters_; }
   bool has_pending_work() const noexcept override {
     return !start_.empty() || !local_.empty() || admission_.backlogged();
   }
@@ -491,11 +493,16 @@ class epoll_backend final : public io_backend {
     }
     epoll_event events[64];
     int n = -1;
+    const auto idle_from = block ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (have_pwait2_) {
       n = ::epoll_pwait2(epfd_, events, 64, until_ptr, nullptr);
       if (n < 0 && errno == ENOSYS) have_pwait2_ = false;
     }
     if (!have_pwait2_) n = ::epoll_wait(epfd_, events, 64, timeout_ms);
+    if (block) {
+      ++counters_.waits;
+      counters_.waited += std::chrono::steady_clock::now() - idle_from;
+    }
     if (n < 0) {
       if (errno != EINTR) log::error("epoll_wait failed: {}", std::strerror(errno));
       return;
@@ -542,6 +549,7 @@ class epoll_backend final : public io_backend {
   bool have_pwait2_ = true;
   ring_admission admission_{1, 1};
   std::size_t outstanding_ = 0;
+  backend_counters counters_{};
   detail::timer_heap timers_;
   detail::op_queue start_;  // admitted, to be started
   detail::op_queue local_;  // completed, to be dispatched

@@ -114,6 +114,7 @@ class uring_backend final : public io_backend {
 
   void submit(io_op& op) override {
     ++outstanding_;
+    ++counters_.submitted;
     if (op.code == op_code::timeout) {
       timers_.push(op);
       return;
@@ -143,11 +144,16 @@ class uring_backend final : public io_backend {
       until_timer.tv_nsec = ns % 1'000'000'000;
     }
     int rc;
-    if (wait && !timers_.empty()) {
-      io_uring_cqe* cqe = nullptr;
-      rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &until_timer, nullptr);
-    } else if (wait) {
-      rc = io_uring_submit_and_wait(&ring_, 1);
+    if (wait) {
+      const auto idle_from = std::chrono::steady_clock::now();
+      if (!timers_.empty()) {
+        io_uring_cqe* cqe = nullptr;
+        rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &until_timer, nullptr);
+      } else {
+        rc = io_uring_submit_and_wait(&ring_, 1);
+      }
+      ++counters_.waits;
+      counters_.waited += std::chrono::steady_clock::now() - idle_from;
     } else {
       // Always enter the kernel with GETEVENTS: under DEFER_TASKRUN, and under COOP_TASKRUN without
       // TASKRUN_FLAG, completions are posted only then (a plain submit of an empty SQ never enters).
@@ -164,6 +170,7 @@ class uring_backend final : public io_backend {
   }
 
   std::size_t outstanding() const noexcept override { return outstanding_; }
+  backend_counters counters() const noexcept override { return counters_; }
   bool has_pending_work() const noexcept override {
     // An expired timer is not counted here (that needs the clock): it is outstanding, so the
     // executor polls, and a blocking poll does not wait past its deadline.
@@ -290,6 +297,7 @@ class uring_backend final : public io_backend {
   unsigned cq_entries_ = 0;
   ring_admission admission_{1, 1};
   std::size_t outstanding_ = 0;
+  backend_counters counters_{};
   detail::timer_heap timers_;
   detail::op_queue local_;  // completed without the kernel (cancelled while still in a backlog; TSan's close)
 };

@@ -207,6 +207,8 @@ class result_partition {
   local_buffer_pool& priority_event_pool() const noexcept { return priority_pool_ ? *priority_pool_ : *pool_; }
   // Records dropped because their subpartition had been released.
   std::uint64_t dropped_records() const noexcept { return dropped_records_; }
+  // Bytes of the data buffers handed to subpartitions so far (records and channel state; metrics).
+  std::uint64_t data_bytes() const noexcept { return data_bytes_; }
 
  private:
   struct entry {
@@ -256,6 +258,7 @@ class result_partition {
   std::uint32_t fast_budget_ = fast_path_run;
   std::chrono::steady_clock::time_point next_yield_{};
   std::uint64_t dropped_records_ = 0;
+  std::uint64_t data_bytes_ = 0;
 };
 
 }  // namespace sluice::buffers

@@ -123,6 +123,15 @@ struct job_settings {
   std::function<void(stop_mode)> on_stopping;
   // Called on the job's first executor as each checkpoint ends (completed or aborted).
   std::function<void(const snapshot::checkpoint_stats&)> on_checkpoint;
+  // "HOST:PORT" ("127.0.0.1:9464", "[::1]:9464", ":9464" for every IPv4 interface; port 0: the
+  // kernel chooses): the job serves Prometheus metrics at http://HOST:PORT/metrics (text format
+  // 0.0.4; README "Metrics") from its first executor while its tasks run. Empty: no endpoint. An
+  // address that does not parse is std::invalid_argument; one that cannot be bound (in use, not
+  // this host's) refuses the job before any task is made (exit code 2, the message names it).
+  std::string metrics_address;
+  // Called on the job's first executor once the metrics endpoint listens, with its port (the one
+  // the kernel chose for port 0), just before the tasks run.
+  std::function<void(std::uint16_t port)> on_metrics_listening;
   // A stop request (from any thread, or from on_progress/on_checkpoint) stops the job as SIGTERM
   // does: no final checkpoint, exit code 130, and the next run resumes from the latest checkpoint.
   std::stop_token stop;

@@ -128,6 +128,11 @@ class executor {
     return detached_ == 0 && ready_.empty() && deferred_.empty() && !inbox_.maybe_nonempty() &&
            backend_->outstanding() <= (wake_armed_ ? 1u : 0u);
   }
+  // Owner thread: messages posted and not yet run (counted up to `limit`), for metrics.
+  std::size_t inbox_depth(std::size_t limit = 65536) const noexcept {
+    assert(is_current() && "inbox_depth() off the owning executor");
+    return inbox_.pending(limit);
+  }
   std::uint64_t wakeups_sent() const noexcept { return wakeups_sent_.load(std::memory_order_relaxed); }
 
   // Internal: one loop turn (used by the drivers and by fibers).

@@ -89,6 +89,14 @@ struct io_op {
   std::uint8_t backend_state_ = 0;
 };
 
+// What a backend counts for the runtime's metrics (job_metrics, /metrics): monotonic, read on the
+// executor's thread.
+struct backend_counters {
+  std::uint64_t submitted = 0;         // operations accepted by submit() (timeouts and cancels too)
+  std::uint64_t waits = 0;             // polls that blocked for a completion
+  std::chrono::nanoseconds waited{0};  // time spent blocked in them (the executor's idle time)
+};
+
 class io_backend {
  public:
   virtual ~io_backend() = default;
@@ -106,6 +114,8 @@ class io_backend {
   // handed to another thread would race it (offload() then runs inline: offload.hpp).
   virtual bool virtual_clock() const noexcept { return false; }
   virtual const char* name() const noexcept = 0;
+  // Zero for a backend that does not count (test_backend).
+  virtual backend_counters counters() const noexcept { return {}; }
 };
 
 struct uring_options {

@@ -51,6 +51,17 @@ class mpsc_inbox {
     return nullptr;
   }
 
+  // Owner only: messages pushed and not yet popped, counted up to `limit` (a push half-way is not
+  // counted yet). Walks the queue: for metrics, never on a hot path.
+  std::size_t pending(std::size_t limit) const noexcept {
+    std::size_t n = 0;
+    for (const inbox_node* node = tail_; node != nullptr && n < limit;
+         node = node->next.load(std::memory_order_acquire)) {
+      if (node != &stub_) ++n;
+    }
+    return n;
+  }
+
   // Owner only; seq_cst so that it pairs with the sleeping flag (see executor.cpp).
   bool maybe_nonempty() const noexcept {
     return tail_ != &stub_ || head_.load(std::memory_order_seq_cst) != &stub_ ||
