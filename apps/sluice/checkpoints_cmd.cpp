@@ -135,7 +135,8 @@ int run_checkpoints(const checkpoints_options& o) {
   } else if (o.json) {
     print(format_history_json(*history, o.recent));
   } else {
-    print("\n" + format_history_text(*history, o.recent));
+    print("\n");
+    print(format_history_text(*history, o.recent));
   }
   return std::fflush(stdout) == 0 ? exit_listed : exit_unreadable;
 }

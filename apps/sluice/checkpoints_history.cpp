@@ -33,7 +33,8 @@ std::string format_rows(const std::vector<row>& rows) {
       line += r[c];
       if (c + 1 < r.size()) line.append(widths[c] - r[c].size() + 2, ' ');
     }
-    out += line + "\n";
+    out += line;
+    out += '\n';
   }
   return out;
 }
@@ -47,7 +48,8 @@ std::string outcome_text(const snap::history_checkpoint& c) {
       if (!at.empty()) at += ", ";
       at += t.name.empty() ? fmt::format("task {}", t.task) : t.name;
     }
-    text += "; switched to unaligned at " + at;
+    text += "; switched to unaligned at ";
+    text += at;
   }
   return text;
 }
@@ -68,7 +70,7 @@ std::string counts_text(const snap::history_summary& s) {
   if (!s.aborted_by_reason.empty()) {
     std::string by;
     for (const auto& [reason, n] : s.aborted_by_reason) by += fmt::format("{}{} {}", by.empty() ? "" : ", ", reason, n);
-    aborted += " (" + by + ")";
+    aborted += fmt::format(" ({})", by);
   }
   return fmt::format("{} completed, {}, {} switched to unaligned; {} starts, {} restores\n", s.completed, aborted,
                      s.switched_to_unaligned, s.starts, s.restores);
@@ -144,7 +146,8 @@ std::string format_history_text(const snap::history_contents& h, std::size_t rec
     }
     out += format_rows(rows);
   }
-  out += "\n" + counts_text(s);
+  out += '\n';
+  out += counts_text(s);
   return out;
 }
 
