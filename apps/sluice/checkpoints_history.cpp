@@ -72,8 +72,9 @@ std::string counts_text(const snap::history_summary& s) {
     for (const auto& [reason, n] : s.aborted_by_reason) by += fmt::format("{}{} {}", by.empty() ? "" : ", ", reason, n);
     aborted += fmt::format(" ({})", by);
   }
-  return fmt::format("{} completed, {}, {} switched to unaligned; {} starts, {} restores\n", s.completed, aborted,
-                     s.switched_to_unaligned, s.starts, s.restores);
+  const auto plural = [](std::size_t n) { return n == 1 ? "" : "s"; };
+  return fmt::format("{} completed, {}, {} switched to unaligned; {} start{}, {} restore{}\n", s.completed, aborted,
+                     s.switched_to_unaligned, s.starts, plural(s.starts), s.restores, plural(s.restores));
 }
 
 json summary_json(const snap::history_contents& h, const snap::history_summary& s) {

@@ -80,7 +80,7 @@ TEST_CASE("sluice checkpoints DIR shows the history of two runs: checkpoints, pe
   CHECK(task_rows >= 4);
   CHECK_THAT(r.out, Catch::Contains("- (fresh start)"));
   CHECK_THAT(r.out, Catch::Contains("chk-" + std::to_string(*second.resumed_from)));
-  CHECK_THAT(r.out, Catch::Contains("completed,") && Catch::Contains("2 starts, 1 restores"));
+  CHECK_THAT(r.out, Catch::Contains("completed,") && Catch::Contains("2 starts, 1 restore"));
 
   const sluice::test::tool_run j = run_sluice({"checkpoints", dir.file("chk"), "--json"});
   INFO(j.out << j.err);
