@@ -9,6 +9,7 @@
 
 #include "checkpoints_cmd.hpp"
 #include "checkpoints_history.hpp"
+#include "cli_options.hpp"
 
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/snapshot/checkpoint_history.hpp>
@@ -82,8 +83,8 @@ void print(std::string_view text) { std::fwrite(text.data(), 1, text.size(), std
 void add_checkpoints_options(CLI::App& command, checkpoints_options& o) {
   command.add_option("DIR", o.dir, "The checkpoint directory (the storage root holding chk-<id>/)")->required();
   command.add_flag("--json", o.json, "Print one JSON object per checkpoint per line, nothing else on stdout");
-  command.add_option("--recent", o.recent, "How many of the newest checkpoints and starts of the history to show")
-      ->check(CLI::PositiveNumber);
+  add_number_option(command, "--recent", o.recent, "How many of the newest checkpoints and starts of the history to show",
+                    1, 1'000'000);
   command.footer(columns_help);
 }
 

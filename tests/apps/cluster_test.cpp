@@ -90,6 +90,7 @@ TEST_CASE("cluster: word count across 3 worker processes publishes exactly what 
   const sluice::snapshot::history_summary s = sluice::snapshot::summarize(history->events);
   REQUIRE(s.last_completed != nullptr);
   REQUIRE(s.last_completed->task_breakdown.size() == s.last_completed->tasks);
+  INFO(sluice::snapshot::encode_history_line(*s.last_completed));
   std::size_t with_delay = 0;
   for (const sluice::snapshot::history_task& t : s.last_completed->task_breakdown) {
     CHECK(t.fsync_duration > 0ns);
