@@ -5,10 +5,14 @@
 // The validation runs on an io_uring executor (runtime::sync_wait); only the listing of DIR itself
 // is a blocking readdir (checkpoint_storage.hpp explains why). Output is pure formatting
 // (snapshot/checkpoint_report.hpp): a table and a summary line, or one JSON object per line.
+// Then the checkpoint history the jobs kept in DIR/history.jsonl (checkpoints_history.hpp).
 
 #include "checkpoints_cmd.hpp"
+#include "checkpoints_history.hpp"
+#include "cli_options.hpp"
 
 #include <sluice/runtime/sync_wait.hpp>
+#include <sluice/snapshot/checkpoint_history.hpp>
 #include <sluice/snapshot/checkpoint_report.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
 
@@ -47,9 +51,21 @@ Columns:
 "<- resume point" marks the checkpoint a job started now resumes from: the newest valid one.
 A checkpoint without a readable manifest shows "-" for what only the manifest knows.
 
+Then the history jobs keep in DIR/history.jsonl across restarts (newest --recent of each):
+  checkpoints   trigger time, mode, duration (trigger to end), alignment (the longest task's),
+                state sizes, and outcome: completed, or aborted (<reason>): <detail>, and whether
+                it switched from aligned to unaligned (aligned_timeout), at which tasks
+  per task      of the last completed checkpoint: start delay (trigger to the task's snapshot;
+                "-" for a task of another worker, whose clock is not the leader's), alignment,
+                state write, fsync, state sizes, and whether it went unaligned
+  starts        each start: the checkpoint it resumed from, and how long the restore took
+  counts        completed, aborted by reason, switched to unaligned, starts, restores
+
 --json prints one object per checkpoint per line and nothing else on stdout, with the fields
 id, status ("valid"|"invalid"), reason, fault, mode, tasks, operator_state_bytes,
-channel_state_bytes, size_bytes, created_unix_ms, resume_point (null where unknown).
+channel_state_bytes, size_bytes, created_unix_ms, resume_point (null where unknown); then the
+history's events as the file holds them (objects with "event": "checkpoint" or "start"), and one
+{"event": "summary", ...} with the counts and the last completed checkpoint.
 
 Exit status: 0 when DIR was listed (even if some checkpoints are invalid), 1 when DIR cannot be
 listed, 2 when DIR does not exist or is not a directory.)";
@@ -67,6 +83,8 @@ void print(std::string_view text) { std::fwrite(text.data(), 1, text.size(), std
 void add_checkpoints_options(CLI::App& command, checkpoints_options& o) {
   command.add_option("DIR", o.dir, "The checkpoint directory (the storage root holding chk-<id>/)")->required();
   command.add_flag("--json", o.json, "Print one JSON object per checkpoint per line, nothing else on stdout");
+  add_number_option(command, "--recent", o.recent, "How many of the newest checkpoints and starts of the history to show",
+                    1, 1'000'000);
   command.footer(columns_help);
 }
 
@@ -103,6 +121,23 @@ int run_checkpoints(const checkpoints_options& o) {
     print(snap::format_table(infos, resume));
     if (!infos.empty()) print("\n");
     print(snap::format_summary(infos, resume));
+  }
+
+  io::result<snap::history_contents> history = snap::read_history_blocking(o.dir);
+  if (!history && history.error().code() == std::errc::no_such_file_or_directory) {
+    if (o.json) {
+      fmt::print(stderr, "sluice checkpoints: no checkpoint history in '{}'\n", o.dir);
+    } else {
+      print(fmt::format("\nNo checkpoint history in '{}' (no {}: no job of this version ran here yet).\n", o.dir,
+                        snap::history_file_name));
+    }
+  } else if (!history) {
+    fmt::print(stderr, "sluice checkpoints: {}\n", history.error().message());
+  } else if (o.json) {
+    print(format_history_json(*history, o.recent));
+  } else {
+    print("\n");
+    print(format_history_text(*history, o.recent));
   }
   return std::fflush(stdout) == 0 ? exit_listed : exit_unreadable;
 }

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstddef>
 #include <string>
 
 namespace sluice::apps {
@@ -11,6 +12,7 @@ namespace sluice::apps {
 struct checkpoints_options {
   std::string dir;
   bool json = false;
+  std::size_t recent = 20;  // of the history: the newest checkpoints and starts shown
 };
 
 void add_checkpoints_options(CLI::App& command, checkpoints_options& options);

@@ -153,6 +153,7 @@ rt::task<void> runner::run_helpers(task_slot* slot) {
 void runner::checkpoint_ended(const ss::checkpoint_stats& stats) {
   if (metrics_) metrics_->checkpoint_ended(stats);
   if (settings_.on_checkpoint) settings_.on_checkpoint(stats);
+  if (history_) history_->checkpoint_ended(stats);
   if (stats.outcome.completed()) {
     failures_in_a_row_ = 0;
     return;
@@ -375,6 +376,7 @@ rt::task<job_result> runner::run() {
     rejected.emplace(bad, std::move(*problem));
     for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
   }
+  const std::chrono::nanoseconds restore_duration = engine_.at(0).now() - started_;  // for the history
   if (plan->checkpoint) {
     result.resumed_from = plan->recovered_id();
     runtime::log::info("job {}: resuming from checkpoint {}", job_.name(), *result.resumed_from);
@@ -438,6 +440,10 @@ rt::task<job_result> runner::run() {
   } else {
     for (task_slot* slot : mine_) link_->attach_local(*slot->task);
   }
+  if (coordinating() && settings_.checkpoint_history_entries > 0) {
+    history_.emplace(settings_.checkpoint_dir, settings_.checkpoint_history_entries, task_names(job_, plan_));
+    history_->job_started(job_.name(), result.resumed_from, restore_duration);
+  }
   // Restored, wired and about to run: the host may say the job is up (READY=1, say).
   if (settings_.on_ready) settings_.on_ready(result.resumed_from);
   if (metrics_) metrics_->start(result.resumed_from, settings_.on_metrics_listening);
@@ -463,6 +469,7 @@ rt::task<job_result> runner::run() {
     co_await coordinator_->stop();
     for (const task_plan& t : plan_.tasks()) co_await coordinator_->remove_participant(t.id, "job ended");
   }
+  if (history_) co_await history_->close();  // the last checkpoint's line written
   if (!failure_) co_await wiring_->wait_remote_closed();
   co_await wiring_->close();
   for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));

@@ -6,6 +6,7 @@
 
 #include "channel_wiring.hpp"
 #include "job_directories.hpp"
+#include "job_history.hpp"
 #include "job_metrics.hpp"
 #include "stream_task.hpp"
 #include "task_slot.hpp"
@@ -127,6 +128,7 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   bool coordinating() const noexcept { return link_ == nullptr || link_->leader(); }
   std::optional<ss::checkpoint_storage> storage_;
   std::optional<ss::coordinator> coordinator_;
+  std::optional<detail::job_history> history_;  // the coordinating side's history file (job_history.hpp)
   std::vector<task_slot> slots_;  // by task id; only this worker's have an executor
   std::vector<task_slot*> mine_;  // this worker's
   std::optional<detail::channel_wiring> wiring_;

@@ -8,6 +8,7 @@
 #include <sluice/snapshot/state_file.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -43,6 +44,7 @@ struct channel_state_writer::checkpoint_job {
   std::uint32_t next_sequence = 0;
   std::uint64_t channel_state_bytes = 0;
   std::uint64_t operator_state_bytes = 0;
+  std::chrono::nanoseconds fsync_duration{0};  // the state file's fsync (finalize)
 
   bool finished() const noexcept { return input_finished && output_finished; }
 };

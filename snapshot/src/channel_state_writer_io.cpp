@@ -16,6 +16,7 @@
 
 #include <sluice/buffers/crc32c.hpp>
 #include <sluice/runtime/assert.hpp>
+#include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/plant.hpp>
 #include <sluice/runtime/when_all.hpp>
@@ -167,8 +168,10 @@ runtime::task<void> channel_state_writer::finalize(checkpoint_job* job) {
     (void)late_close;
     co_return;
   }
+  const auto sync_started = runtime::executor::current()->now();
   auto synced = co_await job->file.fsync();
   if (job->aborted) co_return;
+  job->fsync_duration = runtime::executor::current()->now() - sync_started;
   if (!synced) {
     fail(*job, synced.error());
     co_return;
@@ -190,6 +193,7 @@ void channel_state_writer::complete_ongoing() {
   outcome.state = checkpoint_outcome::status::completed;
   outcome.channel_state_bytes = done->channel_state_bytes;
   outcome.operator_state_bytes = done->operator_state_bytes;
+  outcome.fsync_duration = done->fsync_duration;
   settle(done->id, std::move(outcome));
 }
 

@@ -473,10 +473,26 @@ void coordinator::record(const pending_checkpoint& p, const checkpoint_outcome& 
   s.duration = home_->now() - p.triggered_at;
   s.tasks = p.tasks.size();
   s.acknowledged = p.acks.size();
+  s.task_breakdown.reserve(p.acks.size());
   for (const auto& ack : p.acks) {
     s.max_alignment_duration = std::max(s.max_alignment_duration, ack.second.alignment_duration);
     s.operator_state_bytes += ack.second.operator_state_bytes;
     s.channel_state_bytes += ack.second.channel_state_bytes;
+    task_checkpoint_breakdown b;
+    b.task = ack.first;
+    if (ack.second.snapshot_started_at) {
+      // Executors cache their clock per loop turn: a task's reading may trail the trigger's by a
+      // little, never by a meaningful amount; such a reading counts as no delay.
+      b.start_delay = std::max(std::chrono::nanoseconds(0),
+                               std::chrono::nanoseconds(*ack.second.snapshot_started_at - p.triggered_at));
+    }
+    b.alignment_duration = ack.second.alignment_duration;
+    b.write_duration = ack.second.write_duration;
+    b.fsync_duration = ack.second.fsync_duration;
+    b.operator_state_bytes = ack.second.operator_state_bytes;
+    b.channel_state_bytes = ack.second.channel_state_bytes;
+    b.switched_to_unaligned = p.mode == checkpoint_mode::aligned_timeout && ack.second.switched_to_unaligned;
+    s.task_breakdown.push_back(b);
   }
   s.outcome = outcome;
   if (outcome.completed()) {

@@ -9,6 +9,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cassert>
 #include <utility>
 
@@ -27,6 +28,7 @@ io::error task_checkpoint::failure(std::string what) const {
 
 runtime::task<io::result<void>> task_checkpoint::take(checkpoint_id id, checkpoint_mode mode, std::string dir) {
   runtime::log::debug("task {}: snapshot for checkpoint {} ({})", options_.name, id, to_string(mode));
+  const auto snapshot_started = runtime::executor::current()->now();
   std::vector<operator_snapshot> ops = subject_->operator_states();
   // Not `cond ? co_await a : co_await b`: GCC 12 destroys that expression's result twice (the
   // simulation found the double free when a state write failed: --job wordcount --seeds 34).
@@ -37,7 +39,7 @@ runtime::task<io::result<void>> task_checkpoint::take(checkpoint_id id, checkpoi
     started = co_await take_aligned(id, mode, std::move(dir), std::move(ops));
   }
   if (!started) co_return std::move(started).error();
-  if (started.value()) watchers_.spawn(watch(id));
+  if (started.value()) watchers_.spawn(watch(id, snapshot_started, mode == checkpoint_mode::unaligned));
   co_return io::success();
 }
 
@@ -189,6 +191,7 @@ runtime::task<void> task_checkpoint::switch_after_timeout(checkpoint_id id, bf::
     std::optional<std::vector<bf::buffer_view>> overtaken = p.promote_event(barrier, sub);
     if (!overtaken) continue;
     ++switched;
+    output_switched_ = id;
     if (!overtaken->empty()) (void)writer_.add_output(id, 0, static_cast<std::uint32_t>(sub), std::move(*overtaken));
   }
   if (switched > 0) {
@@ -198,11 +201,11 @@ runtime::task<void> task_checkpoint::switch_after_timeout(checkpoint_id id, bf::
   (void)writer_.finish_output(id);
 }
 
-runtime::task<void> task_checkpoint::watch(checkpoint_id id) {
+runtime::task<void> task_checkpoint::watch(checkpoint_id id, std::chrono::steady_clock::time_point snapshot_started,
+                                           bool unaligned) {
   runtime::executor& home = *runtime::executor::current();
-  const auto started = home.now();
   checkpoint_outcome outcome = co_await writer_.result(id);
-  const auto took = home.now() - started;
+  const auto took = home.now() - snapshot_started;
   runtime::log::debug("task {}: checkpoint {} state {} after {} us", options_.name, id,
                       outcome.completed() ? "durable" : "aborted",
                       std::chrono::duration_cast<std::chrono::microseconds>(took).count());
@@ -210,7 +213,10 @@ runtime::task<void> task_checkpoint::watch(checkpoint_id id) {
     task_checkpoint_stats stats;
     stats.operator_state_bytes = outcome.operator_state_bytes;
     stats.channel_state_bytes = outcome.channel_state_bytes;
-    stats.write_duration = took;
+    stats.fsync_duration = outcome.fsync_duration;
+    stats.write_duration = std::max(std::chrono::nanoseconds(0), std::chrono::nanoseconds(took) - outcome.fsync_duration);
+    stats.snapshot_started_at = snapshot_started;
+    stats.switched_to_unaligned = unaligned || output_switched_ == id;
     if (options_.alignment_of) stats.alignment_duration = options_.alignment_of(id);
     options_.acknowledger->acknowledge(options_.task, id, std::move(stats));
   } else if (outcome.reason != abort_reason::coordinator && outcome.reason != abort_reason::cancelled) {

@@ -6,6 +6,8 @@
 #include "etcd_tripwire.hpp"
 #include "dataflow/join_support.hpp"
 
+#include <sluice/snapshot/checkpoint_history.hpp>
+
 #include <support/etcd_server.hpp>
 #include <support/temp_dir.hpp>
 
@@ -80,6 +82,22 @@ TEST_CASE("cluster: word count across 3 worker processes publishes exactly what 
   for (unsigned i = 0; i < 3; ++i) workers.push_back(f.start("plain", 3, i, {"--secret-file", secret}));
   expect_all_done(workers);
   CHECK(published_lines(f.dir.file("out-plain")) == published_lines(f.reference));
+
+  // The leader's checkpoint history: every task's part, the remote ones' carried through etcd
+  // (fsync and all), but a start delay only for the leader's own tasks (another host's clock).
+  const auto history = sluice::snapshot::read_history_blocking(f.dir.file("chk-plain"));
+  REQUIRE(history);
+  const sluice::snapshot::history_summary s = sluice::snapshot::summarize(history->events);
+  REQUIRE(s.last_completed != nullptr);
+  REQUIRE(s.last_completed->task_breakdown.size() == s.last_completed->tasks);
+  INFO(sluice::snapshot::encode_history_line(*s.last_completed));
+  std::size_t with_delay = 0;
+  for (const sluice::snapshot::history_task& t : s.last_completed->task_breakdown) {
+    CHECK(t.fsync_duration > 0ns);
+    if (t.start_delay) ++with_delay;
+  }
+  CHECK(with_delay > 0);
+  CHECK(with_delay < s.last_completed->task_breakdown.size());
 }
 
 TEST_CASE("cluster: a worker killed with SIGKILL at a random moment and restarted: the output is exact") {

@@ -89,6 +89,10 @@ struct job_settings {
   std::optional<unsigned> tolerable_checkpoint_failures;
   // Completed checkpoints kept in checkpoint_dir (older ones are deleted); at least 1.
   std::size_t retained_checkpoints = 3;
+  // Events kept in checkpoint_dir/history.jsonl (each start, each checkpoint's end: see
+  // snapshot/checkpoint_history.hpp): past twice this many it is cut to the newest this many.
+  // 0: no history file is written.
+  std::size_t checkpoint_history_entries = 1000;
   // Every log line (runtime/log.hpp) goes here instead of stderr while the job runs. Logging is the
   // process's: the sink is installed when the job starts and removed when it ends.
   runtime::log::sink log_sink;

@@ -4,6 +4,7 @@
 // A checkpoint id is positive and grows: the coordinator never reuses or lowers one, so "newer" is
 // "larger" everywhere (barrier handler, channel-state writer, storage, recovery). 0 means "none".
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -45,6 +46,7 @@ struct checkpoint_outcome {
   std::string detail;                             // when aborted: more about the reason
   std::uint64_t channel_state_bytes = 0;          // when completed
   std::uint64_t operator_state_bytes = 0;         // when completed
+  std::chrono::nanoseconds fsync_duration{0};     // when completed: the state file's fsync (a writer's)
 
   bool completed() const noexcept { return state == status::completed; }
   static checkpoint_outcome aborted(abort_reason r, std::string why = {}) {

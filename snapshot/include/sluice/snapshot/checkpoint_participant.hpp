@@ -41,7 +41,20 @@ struct task_checkpoint_stats {
   std::uint64_t operator_state_bytes = 0;
   std::uint64_t channel_state_bytes = 0;
   std::chrono::nanoseconds alignment_duration{0};  // first barrier in to snapshot taken
-  std::chrono::nanoseconds write_duration{0};      // snapshot taken to state file durable
+  // Snapshot taken to state file written, before its fsync (an unaligned snapshot's file is
+  // written until the last input channel's barrier is in: that wait counts here).
+  std::chrono::nanoseconds write_duration{0};
+  std::chrono::nanoseconds fsync_duration{0};  // the state file's fsync
+  // When the task began its snapshot, on its executor's clock (executor::now()). Within one process
+  // the executors share the steady clock, so the coordinator subtracts its trigger time for the
+  // task's start delay. Empty when the acknowledgement comes from another process (cluster/: another
+  // host's steady clock means nothing here), so no start delay is reported for it.
+  std::optional<std::chrono::steady_clock::time_point> snapshot_started_at;
+  // This task's part went unaligned: its snapshot was taken unaligned (its alignment timed out, or
+  // an upstream's priority barrier arrived), or its in-band barrier overtook its queued output after
+  // the alignment timeout. A switch only for a checkpoint triggered aligned_timeout (the coordinator
+  // checks the mode).
+  bool switched_to_unaligned = false;
   // The writer's own description of its durable state file (size and CRC32C of the whole file; the
   // name is filled in by the coordinator). Used for the manifest only when the coordinator runs with
   // verify_state_files = false; otherwise the coordinator reads the file back and validates it.

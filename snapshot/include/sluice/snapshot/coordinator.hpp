@@ -85,6 +85,20 @@ struct coordinator_options {
   std::function<runtime::task<io::result<void>>(checkpoint_id id)> publish;
 };
 
+// One task's part of a checkpoint, from its acknowledgement (task_checkpoint_stats).
+struct task_checkpoint_breakdown {
+  task_id task = 0;
+  // Trigger (home's clock) to the task's snapshot start (its executor's clock: the same steady clock
+  // within a process). Empty for a task of another process (cluster/), whose clock is another's.
+  std::optional<std::chrono::nanoseconds> start_delay;
+  std::chrono::nanoseconds alignment_duration{0};
+  std::chrono::nanoseconds write_duration{0};
+  std::chrono::nanoseconds fsync_duration{0};
+  std::uint64_t operator_state_bytes = 0;
+  std::uint64_t channel_state_bytes = 0;
+  bool switched_to_unaligned = false;  // only for a checkpoint triggered aligned_timeout
+};
+
 // One checkpoint as it ended.
 struct checkpoint_stats {
   checkpoint_id id = no_checkpoint;
@@ -98,6 +112,7 @@ struct checkpoint_stats {
   std::size_t tasks = 0;         // registered at the trigger
   std::size_t acknowledged = 0;  // of those
   checkpoint_outcome outcome;    // completed, or aborted with reason and detail
+  std::vector<task_checkpoint_breakdown> task_breakdown;  // per acknowledgement received, by task id
 };
 
 class coordinator final : public checkpoint_acknowledger {

@@ -127,12 +127,14 @@ class task_checkpoint {
   runtime::task<io::result<bool>> take_unaligned(checkpoint_id id, std::string dir, std::vector<operator_snapshot> ops);
   bool barrier_queued(const buffers::buffer_view& barrier) const;
   runtime::task<void> switch_after_timeout(checkpoint_id id, buffers::buffer_view barrier);
-  runtime::task<void> watch(checkpoint_id id);
+  // Reports `id` once the writer's result is in; `unaligned`: the snapshot was taken unaligned.
+  runtime::task<void> watch(checkpoint_id id, std::chrono::steady_clock::time_point snapshot_started, bool unaligned);
 
   task_checkpoint_options options_;
   checkpoint_subject* subject_;
   channel_state_writer writer_;
   runtime::scope watchers_;
+  checkpoint_id output_switched_ = no_checkpoint;  // the last checkpoint whose barrier overtook the output
 };
 
 }  // namespace sluice::snapshot
