@@ -97,6 +97,13 @@ if [[ -x "$prefix/bin/sluice" ]]; then
   say "running the installed tool: sluice --version"
   "$prefix/bin/sluice" --version
 fi
+say "running the embedding daemon (examples/daemon) end to end: ready, metrics, SIGTERM drain, resume"
+"$repo/tests/install/daemon_smoke.sh" "$tmp/consumer/daemon/sluice_daemon" "$release/apps/sluice/sluice"
+say "building a consumer with pkg-config (sluice.pc) instead of CMake"
+pc_flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs sluice)
+# shellcheck disable=SC2086 # (word splitting of the flags is meant)
+c++ -std=c++20 -O1 -o "$tmp/echo_pkgconfig" "$repo/examples/echo_server.cpp" $pc_flags
+"$repo/tests/install/echo_smoke.sh" "$tmp/echo_pkgconfig"
 install_result="ok"
 
 # ---- 3. and 4. sanitizers ---------------------------------------------------

@@ -3,6 +3,7 @@
 // (tests/install/daemon_smoke.sh).
 //
 //   sluice_daemon --input FILE --output DIR --checkpoint-dir DIR [--control HOST:PORT]
+//                 [--metrics HOST:PORT]
 //
 // - The engine is the daemon's: its executors run the job's tasks and the daemon's own coroutines
 //   (here a control port: a line "stats" answers the job's progress, "drain" stops it).
@@ -10,7 +11,8 @@
 //   SIGTERM drains the job (stop with a final checkpoint, exit 0; the next start resumes from it),
 //   SIGINT stops it at once (exit 130; the next start resumes from the latest checkpoint).
 // - It prints "ready (fresh start)" or "ready (resumed from checkpoint N)" once the job runs, and
-//   the job's end; its exit code is the job's.
+//   the job's end; its exit code is the job's. With --metrics, the job serves Prometheus metrics
+//   (and its status page) there, and the daemon prints "metrics on http://HOST:PORT/metrics".
 
 #include <sluice/dataflow/job_handle.hpp>
 #include <sluice/dataflow/samples.hpp>
@@ -34,6 +36,7 @@ namespace {
 struct options {
   std::string input, output, checkpoint_dir;
   std::string control = "127.0.0.1:0";
+  std::string metrics;
 };
 
 // One control connection: a line in, a line out.
@@ -83,6 +86,11 @@ runtime::task<int> run(options o, runtime::engine* eng, dataflow::job_handle* ha
   settings.checkpoint_dir = o.checkpoint_dir;
   settings.checkpoint_interval = std::chrono::milliseconds(200);
   settings.executors = static_cast<unsigned>(eng->size());
+  settings.metrics_address = o.metrics;
+  settings.on_metrics_listening = [](std::uint16_t port) {
+    std::printf("metrics on http://127.0.0.1:%u/metrics\n", static_cast<unsigned>(port));
+    std::fflush(stdout);
+  };
   settings.on_ready = [](std::optional<snapshot::checkpoint_id> from) {
     if (from) {
       std::printf("ready (resumed from checkpoint %llu)\n", static_cast<unsigned long long>(*from));
@@ -136,13 +144,14 @@ int main(int argc, char** argv) {
     else if (flag == "--output") o.output = argv[i + 1];
     else if (flag == "--checkpoint-dir") o.checkpoint_dir = argv[i + 1];
     else if (flag == "--control") o.control = argv[i + 1];
+    else if (flag == "--metrics") o.metrics = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
     }
   }
   if (o.input.empty() || o.output.empty() || o.checkpoint_dir.empty()) {
-    std::fprintf(stderr, "usage: %s --input FILE --output DIR --checkpoint-dir DIR [--control HOST:PORT]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --input FILE --output DIR --checkpoint-dir DIR [--control HOST:PORT] [--metrics HOST:PORT]\n", argv[0]);
     return 2;
   }
   dataflow::job_handle handle;  // set on executor 0 before any signal can be read there
