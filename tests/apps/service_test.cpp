@@ -91,7 +91,7 @@ struct service_fixture {
 
 }  // namespace
 
-TEST_CASE("under systemd: READY=1, STATUS=, WATCHDOG=1; SIGTERM drains (STOPPING=1, exit 0) and the restart resumes exactly") {
+TEST_CASE("under systemd: READY=1, STATUS=, WATCHDOG=1, then SIGTERM drains (STOPPING=1, exit 0) and the restart resumes exactly") {
   service_fixture f;
   notify_socket sock(f.dir.file("notify.sock"));
   auto job = std::make_unique<tool_process>(

@@ -204,7 +204,7 @@ TEST_CASE("stops asked for before the job is ready: now ends it before any task 
   }
 }
 
-TEST_CASE("run_job's drain token stops with a final checkpoint; a drain asked for at the input's end just finishes") {
+TEST_CASE("run_job's drain token stops with a final checkpoint, and a drain asked for at the input's end just finishes") {
   windowed_job w(300'000, 14);
   std::stop_source drain;
   job_settings s = w.settings();

@@ -189,7 +189,7 @@ TEST_CASE("bytes that are not HTTP are answered 400 and the connection closed") 
   CHECK(r->status == 200);
 }
 
-TEST_CASE("a silent client is closed after request_timeout; one half-way through a request gets 408") {
+TEST_CASE("a silent client is closed after request_timeout, and one half-way through a request gets 408") {
   running_server s({.request_timeout = 300ms});
   http_client idle(s.port());
   http_client partial(s.port());

@@ -23,7 +23,7 @@ TEST_CASE("a counter family has its HELP and TYPE lines, then its samples with l
         "sluice_records_total 0\n");
 }
 
-TEST_CASE("label values escape backslash, double quote and newline; HELP escapes backslash and newline") {
+TEST_CASE("label values escape backslash, double quote and newline, and HELP escapes backslash and newline") {
   CHECK(prometheus_text::escape_label_value("a\\b\"c\nd") == "a\\\\b\\\"c\\nd");
   CHECK(prometheus_text::escape_label_value("plain {},= text") == "plain {},= text");
   CHECK(prometheus_text::escape_help("line 1\nline \"2\" \\") == "line 1\\nline \"2\" \\\\");
