@@ -15,6 +15,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -56,9 +57,9 @@ struct windowed_job {
 };
 
 // Host side: a coroutine of the host's, ticking on executor 1 until told to stop.
-struct host_ticks {
-  std::uint64_t count = 0;
-  bool stop = false;
+struct host_ticks {  // written on executor 1, read by the test's thread
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<bool> stop{false};
 };
 rt::task<void> tick(host_ticks* t) {
   while (!t->stop) {
@@ -100,8 +101,8 @@ rt::task<job_result> run_to_end(job_handle job, std::optional<job_ready>* ready)
 
 TEST_CASE("a job in the host's engine drains to a checkpoint, exit 0, and the next start resumes from it exactly") {
   windowed_job w(300'000, 11);
+  host_ticks ticks;  // (before the engine: outlives the coroutine that ticks it)
   rt::engine eng({.executors = 2, .handle_signals = false});
-  host_ticks ticks;
   rt::spawn_on(eng.at(1), tick(&ticks));
 
   job_builder first = w.graph();
@@ -122,7 +123,7 @@ TEST_CASE("a job in the host's engine drains to a checkpoint, exit 0, and the ne
   CHECK_FALSE(after_drain.empty());
   CHECK(after_drain.size() < expected.size());
   CHECK(std::includes(expected.begin(), expected.end(), after_drain.begin(), after_drain.end()));
-  const std::uint64_t ticks_then = ticks.count;
+  const std::uint64_t ticks_then = ticks.count.load();
   CHECK(ticks_then > 0);  // the host's coroutine ran beside the job
 
   // The next start, in the same engine, resumes from the drain's checkpoint and finishes exactly.
