@@ -25,6 +25,9 @@ SLUICE_PACKAGES=(
   # promtool (in Debian's prometheus package): the metrics endpoint's tests check the scraped text
   # with `promtool check metrics` (optional: without it that check is skipped)
   prometheus
+  # the status page's test loads the page in headless Chromium and asserts on its DOM (optional:
+  # without it that test is skipped); fonts so the saved screenshot has readable text
+  chromium fonts-dejavu-core
   # the fuzz targets (scripts/fuzz.sh): clang 14, its libFuzzer and sanitizer runtimes, and
   # llvm-symbolizer for readable crash reports
   clang-14 libclang-rt-14-dev llvm-14

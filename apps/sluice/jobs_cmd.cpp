@@ -46,8 +46,8 @@ void add_job_options(CLI::App& command, job_cli_options& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"drain", "now"}));
   command.add_option("--metrics", o.metrics,
-                     "Serve Prometheus metrics at http://HOST:PORT/metrics while the job runs (HOST:PORT, :PORT for "
-                     "every interface; port 0: any free one, logged)");
+                     "Serve Prometheus metrics at http://HOST:PORT/metrics and a status page at http://HOST:PORT/ "
+                     "while the job runs (HOST:PORT, :PORT for every interface; port 0: any free one, logged)");
   add_cluster_options(command, o.cluster);
 }
 
@@ -101,7 +101,8 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
     std::string host = o.metrics.substr(0, o.metrics.rfind(':'));
     if (host.empty()) host = "0.0.0.0";
     settings.on_metrics_listening = [&line, what, host](std::uint16_t port) {
-      line.print_above(fmt::format("sluice {}: metrics on http://{}:{}/metrics", what, host, port));
+      const std::string at = fmt::format("{}:{}", host, port);
+      line.print_above(fmt::format("sluice {}: status page on http://{}/, metrics on http://{}/metrics", what, at, at));
     };
   }
   // While the status line is drawn, log lines go above it instead of running into it.

@@ -45,6 +45,33 @@ std::vector<std::string> task_names(const job_builder& job, const job_plan& plan
   return names;
 }
 
+runtime::task<io::result<std::string>> read_history_text(std::string path) {
+  auto opened = co_await io::file::open(path, io::open_options::read_only());
+  if (!opened) {
+    if (opened.error().code() == std::errc::no_such_file_or_directory) co_return std::string();
+    co_return std::move(opened).error();
+  }
+  io::file f = std::move(opened).value();
+  auto status = co_await f.status();
+  std::string text;
+  io::result<void> outcome = io::success();
+  if (!status) {
+    outcome = std::move(status).error();
+  } else if (S_ISREG(status->mode) && status->size_bytes <= max_read_bytes) {
+    text.resize(status->size_bytes);
+    auto n = co_await f.read_full(std::as_writable_bytes(std::span(text.data(), text.size())), 0);
+    if (n) {
+      text.resize(*n);
+    } else {
+      outcome = std::move(n).error();
+    }
+  }
+  auto closed = co_await f.close();
+  (void)closed;  // read-only: nothing to lose
+  if (!outcome) co_return std::move(outcome).error();
+  co_return text;
+}
+
 job_history::job_history(std::string checkpoint_dir, std::size_t max_entries, std::vector<std::string> task_names)
     : path_(fmt::format("{}/{}", checkpoint_dir, ss::history_file_name)),
       temp_path_(fmt::format("{}/{}", checkpoint_dir, ss::history_temp_file_name)),
@@ -116,37 +143,9 @@ runtime::task<void> job_history::drop_file() {
   (void)closed;  // the failure that led here was logged
 }
 
-// The whole file (empty if absent, not a regular file, or beyond max_read_bytes).
-runtime::task<io::result<std::string>> job_history::read_all() {
-  auto opened = co_await io::file::open(path_, io::open_options::read_only());
-  if (!opened) {
-    if (opened.error().code() == std::errc::no_such_file_or_directory) co_return std::string();
-    co_return std::move(opened).error();
-  }
-  io::file f = std::move(opened).value();
-  auto status = co_await f.status();
-  std::string text;
-  io::result<void> outcome = io::success();
-  if (!status) {
-    outcome = std::move(status).error();
-  } else if (S_ISREG(status->mode) && status->size_bytes <= max_read_bytes) {
-    text.resize(status->size_bytes);
-    auto n = co_await f.read_full(std::as_writable_bytes(std::span(text.data(), text.size())), 0);
-    if (n) {
-      text.resize(*n);
-    } else {
-      outcome = std::move(n).error();
-    }
-  }
-  auto closed = co_await f.close();
-  (void)closed;  // read-only: nothing to lose
-  if (!outcome) co_return std::move(outcome).error();
-  co_return text;
-}
-
 runtime::task<io::result<void>> job_history::open() {
   assert(!file_.is_open());
-  auto text = co_await read_all();
+  auto text = co_await read_history_text(path_);
   if (!text) co_return std::move(text).error();
   lines_ = static_cast<std::size_t>(std::count(text->begin(), text->end(), '\n'));
   needs_newline_ = !text->empty() && text->back() != '\n';
@@ -177,7 +176,7 @@ runtime::task<io::result<void>> job_history::append(std::string line) {
 
 // The newest max_entries_ lines that decode, into the temporary file, renamed over the history.
 runtime::task<io::result<void>> job_history::compact() {
-  auto text = co_await read_all();
+  auto text = co_await read_history_text(path_);
   if (!text) co_return std::move(text).error();
   const ss::history_contents contents = ss::parse_history(*text);
   const std::size_t keep = std::min(contents.events.size(), max_entries_);

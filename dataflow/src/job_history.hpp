@@ -39,6 +39,11 @@ namespace sluice::dataflow::detail {
 // Each task's name by id, "<stage>#<subtask>" (as the tasks name themselves in log lines).
 std::vector<std::string> task_names(const job_builder& job, const job_plan& plan);
 
+// The whole history file at `path`, through the runtime's file I/O: empty if absent, not a regular
+// file, or beyond 256 MiB (a stray huge file must not fill memory); parse it with
+// snapshot::parse_history. What job_history compacts from, and what the status page reads.
+runtime::task<io::result<std::string>> read_history_text(std::string path);
+
 class job_history {
  public:
   static constexpr std::size_t max_queued_lines = 1024;
@@ -56,6 +61,7 @@ class job_history {
   // Writes what is queued, then closes the file. Before destruction.
   runtime::task<void> close();
 
+  const std::string& path() const noexcept { return path_; }
 
  private:
   void enqueue(std::string line);
@@ -63,7 +69,6 @@ class job_history {
   runtime::task<io::result<void>> open();
   runtime::task<io::result<void>> append(std::string line);
   runtime::task<io::result<void>> compact();
-  runtime::task<io::result<std::string>> read_all();
   runtime::task<void> drop_file();
   void failed(const io::error& e);
 

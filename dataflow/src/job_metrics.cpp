@@ -2,6 +2,8 @@
 
 #include "job_metrics.hpp"
 
+#include "status_page.hpp"
+
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/run_on.hpp>
 #include <sluice/runtime/version.hpp>
@@ -20,10 +22,6 @@ namespace {
 
 constexpr std::string_view content_type = "text/plain; version=0.0.4; charset=utf-8";
 constexpr std::size_t abort_reasons = 8;  // ss::abort_reason's values
-// A busy ratio is measured over at least this long (shorter scrape intervals share the window).
-constexpr std::chrono::seconds busy_window{1};
-
-double seconds(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }
 
 // Checkpoint durations and alignments: 1 ms to 10 min.
 std::vector<double> checkpoint_buckets() {
@@ -45,37 +43,8 @@ io::result<io::address> parse_metrics_address(std::string_view text) {
   return parsed;
 }
 
-struct job_metrics::task_sample {
-  std::string name;
-  bool present = false;
-  bool source = false;
-  bool has_partition = false;
-  bool has_gate = false;
-  std::uint64_t records_in = 0;
-  std::uint64_t records_out = 0;
-  std::uint64_t bytes_in = 0;
-  std::uint64_t bytes_out = 0;
-  double backpressured_s = 0;
-  bool backpressured_now = false;
-  std::optional<std::uint64_t> watermark;
-  std::size_t output_in_use = 0;
-  std::size_t priority_in_use = 0;
-  std::size_t input_in_use = 0;
-  std::uint64_t credits_outstanding = 0;
-};
-
-struct job_metrics::executor_sample {
-  std::chrono::steady_clock::time_point now{};
-  rt::backend_counters counters{};
-  std::string backend;
-  std::size_t in_flight = 0;
-  std::size_t inbox = 0;
-  std::size_t segments_total = 0;
-  std::size_t segments_free = 0;
-};
-
 job_metrics::job_metrics(std::unique_ptr<io::http_server> server, sources from)
-    : server_(std::move(server)), from_(std::move(from)), duration_(checkpoint_buckets()),
+    : server_(std::move(server)), from_(std::move(from)), status_(from_), duration_(checkpoint_buckets()),
       alignment_(checkpoint_buckets()) {}
 
 job_metrics::~job_metrics() = default;
@@ -100,6 +69,7 @@ io::result<std::unique_ptr<job_metrics>> job_metrics::bind(std::string_view addr
 std::uint16_t job_metrics::port() const noexcept { return server_->local_address().port(); }
 
 void job_metrics::checkpoint_ended(const ss::checkpoint_stats& stats) {
+  status_.checkpoint_ended(stats);
   if (stats.outcome.completed()) {
     ++completed_;
     duration_.observe(seconds(stats.duration));
@@ -111,24 +81,24 @@ void job_metrics::checkpoint_ended(const ss::checkpoint_stats& stats) {
   if (reason < aborted_.size()) ++aborted_[reason];
 }
 
-void job_metrics::start(std::optional<ss::checkpoint_id> resumed_from,
+void job_metrics::start(std::optional<ss::checkpoint_id> resumed_from, std::chrono::nanoseconds restore_duration,
                         const std::function<void(std::uint16_t)>& listening) {
   resumed_from_ = resumed_from;
   started_at_ = from_.engine->at(0).now();
   started_ = true;
-  rt::log::info("job {}: metrics on http://{}/metrics", from_.job, server_->local_address().to_string());
+  status_.started(resumed_from, restore_duration, started_at_);
+  const std::string at = server_->local_address().to_string();
+  rt::log::info("job {}: status page on http://{}/, metrics on http://{}/metrics", from_.job, at, at);
   if (listening) listening(port());
   scope_.spawn(serve());
 }
 
 rt::task<void> job_metrics::serve() {
   // The busy ratios' first window starts now.
-  std::vector<executor_sample> first(from_.engine->size());
-  for (std::size_t e = 0; e < first.size(); ++e) {
-    co_await rt::run_on(&from_.engine->at(e), sample_executor(&from_.engine->at(e), from_.memory, e, &first[e]));
-  }
+  const std::vector<executor_sample> first = co_await sample_executors(*from_.engine, from_.memory);
   busy_.resize(first.size());
-  for (std::size_t e = 0; e < first.size(); ++e) busy_[e] = {first[e].now, first[e].counters.waited, 0};
+  for (std::size_t e = 0; e < first.size(); ++e) busy_[e].start(first[e].now, seconds(first[e].counters.waited));
+  status_.executors_started(first);
   co_await server_->run();
 }
 
@@ -138,8 +108,23 @@ rt::task<void> job_metrics::stop() {
 }
 
 rt::task<io::http_response> job_metrics::handle(job_metrics* self, io::http_request request) {
+  if (status_api::serves(request.path)) co_return co_await self->status_.respond(std::move(request));
+  if (request.path == "/" || request.path == "/index.html") {
+    if (request.method != "GET" && request.method != "HEAD") {
+      io::http_response r = io::http_response::text(405, "method not allowed: GET or HEAD\n");
+      r.headers.emplace_back("Allow", "GET, HEAD");
+      co_return r;
+    }
+    io::http_response page;
+    page.content_type = "text/html; charset=utf-8";
+    page.headers.emplace_back("Cache-Control", "no-store");
+    page.body = std::string(status_page_html());
+    co_return page;
+  }
   if (request.path != "/metrics") {
-    co_return io::http_response::text(404, "not found: the metrics are at /metrics\n");
+    co_return io::http_response::text(
+        404, "not found: the status page is at /, the metrics at /metrics, the JSON views at /api/job, /api/graph, "
+             "/api/checkpoints and /api/checkpoints/latest\n");
   }
   if (request.method != "GET" && request.method != "HEAD") {
     io::http_response r = io::http_response::text(405, "method not allowed: GET or HEAD\n");
@@ -153,57 +138,9 @@ rt::task<io::http_response> job_metrics::handle(job_metrics* self, io::http_requ
   co_return r;
 }
 
-rt::task<void> job_metrics::sample_task(const task_slot* slot, task_sample* out) {
-  const stream_task* t = slot->task.get();
-  if (t == nullptr) co_return;
-  out->present = true;
-  out->name = t->name();
-  out->source = t->is_source();
-  out->records_in = t->records_in();
-  out->records_out = t->records_out();
-  out->bytes_in = t->meters().bytes_in;
-  const auto now = slot->executor->now();
-  out->backpressured_s = seconds(t->meters().backpressure.total(now));
-  out->backpressured_now = t->meters().backpressure.waiting();
-  out->watermark = t->watermark();
-  if (slot->partition) {
-    out->has_partition = true;
-    out->bytes_out = slot->partition->data_bytes();
-  }
-  if (slot->out_pool) out->output_in_use = slot->out_pool->in_use();
-  if (slot->priority_pool) out->priority_in_use = slot->priority_pool->in_use();
-  if (slot->in_pool) out->input_in_use = slot->in_pool->in_use();
-  if (slot->gate) {
-    out->has_gate = true;
-    for (std::uint32_t c = 0; c < slot->gate->channels(); ++c) out->credits_outstanding += slot->gate->announced_unused(c);
-  }
-}
-
-rt::task<void> job_metrics::sample_executor(rt::executor* ex, buffers::network_memory* memory, std::size_t index,
-                                            executor_sample* out) {
-  out->now = ex->now();
-  out->counters = ex->backend().counters();
-  out->backend = ex->backend().name();
-  out->in_flight = ex->backend().outstanding();
-  out->inbox = ex->inbox_depth();
-  if (memory != nullptr && index < memory->executors()) {
-    out->segments_total = memory->pool(index).total_segments();
-    out->segments_free = memory->pool(index).free_segments();
-  }
-  co_return;
-}
-
 rt::task<std::string> job_metrics::scrape() {
-  std::vector<task_sample> tasks(from_.tasks->size());
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const task_slot* slot = (*from_.tasks)[i];
-    co_await rt::run_on(slot->executor, sample_task(slot, &tasks[i]));
-  }
-  std::vector<executor_sample> executors(from_.engine->size());
-  for (std::size_t e = 0; e < executors.size(); ++e) {
-    rt::executor* ex = &from_.engine->at(e);
-    co_await rt::run_on(ex, sample_executor(ex, from_.memory, e, &executors[e]));
-  }
+  const std::vector<task_sample> tasks = co_await sample_tasks(*from_.tasks);
+  const std::vector<executor_sample> executors = co_await sample_executors(*from_.engine, from_.memory);
   io::prometheus_text out;
   write_tasks(out, tasks);
   write_executors(out, executors);
@@ -265,15 +202,11 @@ void job_metrics::write_executors(io::prometheus_text& out, const std::vector<ex
   const auto labels = [this](std::size_t e) {
     return io::metric_labels{{"job", from_.job}, {"executor", std::to_string(e)}};
   };
-  // The busy ratios: over the window since each executor's baseline, which moves once it is old enough.
+  // The busy ratios: 1 - the idle seconds per second, over the window (job_samples.hpp).
   std::vector<double> ratios(executors.size(), 0);
   for (std::size_t e = 0; e < executors.size() && e < busy_.size(); ++e) {
-    const auto wall = executors[e].now - busy_[e].at;
-    const auto idle = executors[e].counters.waited - busy_[e].idle;
-    if (wall > std::chrono::nanoseconds(0)) {
-      ratios[e] = std::clamp(1.0 - static_cast<double>(idle.count()) / static_cast<double>(wall.count()), 0.0, 1.0);
-    }
-    if (wall >= busy_window) busy_[e] = {executors[e].now, executors[e].counters.waited, ratios[e]};
+    const double idle = busy_[e].update(executors[e].now, seconds(executors[e].counters.waited));
+    ratios[e] = std::clamp(1.0 - idle, 0.0, 1.0);
   }
   out.family("sluice_executor_info", metric_type::gauge, "1 for each executor, with the I/O backend it runs on.");
   for (std::size_t e = 0; e < executors.size(); ++e) {
@@ -286,8 +219,8 @@ void job_metrics::write_executors(io::prometheus_text& out, const std::vector<ex
     for (std::size_t e = 0; e < executors.size(); ++e) out.sample(name, labels(e), value(e));
   };
   each("sluice_executor_busy_ratio", metric_type::gauge,
-       "Share of wall time the executor was not blocked waiting in its I/O backend, over the last window (at least "
-       "1 s, since the previous scrape).",
+       "Share of wall time the executor was not blocked waiting in its I/O backend, over the last complete window "
+       "of at least 1 s.",
        [&](std::size_t e) { return ratios[e]; });
   each("sluice_executor_idle_seconds_total", metric_type::counter,
        "Seconds the executor spent blocked waiting in its I/O backend.",

@@ -1,12 +1,15 @@
 #pragma once
-// job_metrics: a running job's Prometheus endpoint (job_settings::metrics_address). It serves
-// GET /metrics (and HEAD) with io::http_server on the job's first executor, and samples, for each
-// scrape, every task on its own executor (run_on), every executor of the engine on itself, and the
-// checkpoints it has heard of (checkpoint_ended, on the first executor). Other paths: 404; other
-// methods on /metrics: 405.
+// job_metrics: a running job's HTTP endpoint (job_settings::metrics_address), served with
+// io::http_server on the job's first executor:
+//   GET /metrics   the Prometheus text (below), sampled per scrape (job_samples.hpp): every task on
+//                  its own executor, every executor on itself, and the checkpoints it has heard of
+//                  (checkpoint_ended, on the first executor);
+//   GET /          the status page (status_page.hpp), and GET /api/... its JSON (status_api.hpp).
+// HEAD too; other paths: 404 naming these; other methods: 405.
 //
 // Lifetime, driven by the runner: bind() before any task is made (a refusal fails the job with exit
-// code 2), start() once every task is wired (logs "metrics on http://HOST:PORT/metrics" and calls
+// code 2), start() once every task is wired (logs "status page on http://HOST:PORT/, metrics on
+// http://HOST:PORT/metrics" and calls
 // job_settings::on_metrics_listening), stop() once the tasks ended and before any is destroyed. The
 // task slots, engine, memory and coordinator given to bind() must outlive stop().
 //
@@ -17,6 +20,8 @@
 // duration and alignment histograms and the last one's state bytes; what the run resumed from.
 // README "Metrics" lists them.
 
+#include "job_samples.hpp"
+#include "status_api.hpp"
 #include "task_slot.hpp"
 
 #include <sluice/buffers/segment.hpp>
@@ -46,13 +51,7 @@ io::result<io::address> parse_metrics_address(std::string_view text);
 
 class job_metrics {
  public:
-  struct sources {
-    std::string job;
-    const std::vector<task_slot*>* tasks = nullptr;  // this worker's
-    runtime::engine* engine = nullptr;
-    buffers::network_memory* memory = nullptr;
-    const std::optional<snapshot::coordinator>* coordinator = nullptr;
-  };
+  using sources = endpoint_sources;
 
   // Binds the endpoint (on the job's first executor). The error names the address:
   // "metrics endpoint: listen on 127.0.0.1:9464: Address already in use".
@@ -62,7 +61,8 @@ class job_metrics {
   // On the first executor, as each checkpoint ends.
   void checkpoint_ended(const snapshot::checkpoint_stats& stats);
   // Serves from now on (on the first executor, which must run until stop()).
-  void start(std::optional<snapshot::checkpoint_id> resumed_from, const std::function<void(std::uint16_t)>& listening);
+  void start(std::optional<snapshot::checkpoint_id> resumed_from, std::chrono::nanoseconds restore_duration,
+             const std::function<void(std::uint16_t)>& listening);
   runtime::task<void> stop();
 
   std::uint16_t port() const noexcept;
@@ -70,13 +70,8 @@ class job_metrics {
   runtime::task<std::string> scrape();
 
  private:
-  struct task_sample;
-  struct executor_sample;
   job_metrics(std::unique_ptr<io::http_server> server, sources from);
   static runtime::task<io::http_response> handle(job_metrics* self, io::http_request request);
-  static runtime::task<void> sample_task(const task_slot* slot, task_sample* out);
-  static runtime::task<void> sample_executor(runtime::executor* ex, buffers::network_memory* memory, std::size_t index,
-                                             executor_sample* out);
   runtime::task<void> serve();
   void write_tasks(io::prometheus_text& out, const std::vector<task_sample>& tasks) const;
   void write_executors(io::prometheus_text& out, const std::vector<executor_sample>& executors);
@@ -84,6 +79,7 @@ class job_metrics {
 
   std::unique_ptr<io::http_server> server_;
   sources from_;
+  status_api status_;  // the status page's JSON views; reads from_
   runtime::scope scope_;
   bool started_ = false;
   std::optional<snapshot::checkpoint_id> resumed_from_;
@@ -94,13 +90,7 @@ class job_metrics {
   io::histogram_data duration_;
   io::histogram_data alignment_;
   std::optional<snapshot::checkpoint_stats> last_completed_;
-  // Per executor, the last (wall, idle) baseline of its busy ratio.
-  struct busy_baseline {
-    std::chrono::steady_clock::time_point at{};
-    std::chrono::nanoseconds idle{0};
-    double ratio = 0;
-  };
-  std::vector<busy_baseline> busy_;
+  std::vector<rate_meter> busy_;  // per executor: its idle seconds per second
 };
 
 }  // namespace sluice::dataflow::detail

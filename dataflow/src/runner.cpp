@@ -303,8 +303,22 @@ rt::task<job_result> runner::run() {
   }
   // The metrics endpoint is bound before any task is made: a port in use refuses the job (exit 2).
   if (!settings_.metrics_address.empty()) {
-    io::result<std::unique_ptr<job_metrics>> bound = job_metrics::bind(
-        settings_.metrics_address, {job_.name(), &mine_, &engine_, &memory_, &coordinator_});
+    endpoint_sources from;
+    from.job = job_.name();
+    from.tasks = &mine_;
+    from.engine = &engine_;
+    from.memory = &memory_;
+    from.coordinator = &coordinator_;
+    from.builder = &job_;
+    from.plan = &plan_;
+    from.worker = link_ != nullptr ? link_->worker() : 0;
+    from.checkpoint_dir = settings_.checkpoint_dir;
+    from.keeps_history = coordinating() && settings_.checkpoint_history_entries > 0;
+    from.mode = std::string(ss::to_string(settings_.mode));
+    from.checkpoint_interval = settings_.checkpoint_interval;
+    from.state = [this] { return stopping_ ? "stopping" : draining_ ? "draining" : "running"; };
+    from.progress = [this] { return progress(); };
+    io::result<std::unique_ptr<job_metrics>> bound = job_metrics::bind(settings_.metrics_address, std::move(from));
     if (!bound) {
       result.exit_code = 2;
       result.message = bound.error().message();
@@ -446,7 +460,7 @@ rt::task<job_result> runner::run() {
   }
   // Restored, wired and about to run: the host may say the job is up (READY=1, say).
   if (settings_.on_ready) settings_.on_ready(result.resumed_from);
-  if (metrics_) metrics_->start(result.resumed_from, settings_.on_metrics_listening);
+  if (metrics_) metrics_->start(result.resumed_from, restore_duration, settings_.on_metrics_listening);
 
   // --- run ------------------------------------------------------------------------------------------
   for (task_slot* slot : mine_) {

@@ -55,7 +55,8 @@ TEST_CASE("sluice wordcount --metrics serves /metrics while the job runs", "[cli
   const std::optional<int> code = job.wait(60s);
   REQUIRE(code);
   CHECK((*code == 130 || *code == 0));
-  CHECK_THAT(job.log(), Catch::Contains("sluice wordcount: metrics on http://" + at + "/metrics"));
+  CHECK_THAT(job.log(), Catch::Contains("sluice wordcount: status page on http://" + at + "/, metrics on http://" + at +
+                                             "/metrics"));
 }
 
 TEST_CASE("sluice wordcount --metrics on a port in use, or a bad address, exits 2 naming it", "[cli]") {

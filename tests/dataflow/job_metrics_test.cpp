@@ -162,7 +162,7 @@ TEST_CASE("a running job serves its metrics at /metrics, in a text promtool acce
 
   // Other paths and methods, on one kept-alive connection.
   http_client c(port);
-  REQUIRE(c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\nPOST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
+  REQUIRE(c.send("GET /nope HTTP/1.1\r\nHost: x\r\n\r\nPOST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
   std::optional<http_reply> root = c.read_reply();
   REQUIRE(root);
   CHECK(root->status == 404);

@@ -1,0 +1,218 @@
+// The status page's JSON views (status_api.hpp), read from a running, backpressured join with a
+// plain socket client from the test's thread, and across a restart with a word count: the history
+// in the checkpoint directory outlives a run.
+
+#include <sluice/dataflow/job_runner.hpp>
+#include <sluice/dataflow/samples.hpp>
+
+#include <support/http_client.hpp>
+#include <support/temp_dir.hpp>
+
+#include "status_support.hpp"
+#include "wordcount_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <set>
+#include <string>
+#include <thread>
+
+using namespace sluice::dataflow;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using sluice::test::get_json;
+using sluice::test::http_client;
+using sluice::test::http_get;
+using sluice::test::http_reply;
+using sluice::test::running_join;
+using sluice::test::temp_dir;
+
+TEST_CASE("the status API describes a running job: the job, its graph with rates and backpressure, checkpoints") {
+  temp_dir dir;
+  running_join j(dir);
+
+  // Once two checkpoints completed and their lines reached the history file.
+  std::optional<json> cps = j.poll("/api/checkpoints", [](const json& c) { return c["summary"]["completed"] >= 2; });
+  REQUIRE(cps);
+  INFO(cps->dump(2));
+  CHECK((*cps)["file"] == dir.file("chk") + "/history.jsonl");
+  CHECK((*cps)["summary"]["starts"] == 1);
+  CHECK((*cps)["summary"]["restores"] == 0);
+  REQUIRE((*cps)["starts"].size() == 1);
+  CHECK((*cps)["starts"][0]["resumed_from"].is_null());
+  CHECK((*cps)["starts"][0]["job"] == "join");
+  REQUIRE((*cps)["checkpoints"].size() >= 2);
+  std::uint64_t previous_id = 0;
+  for (const json& c : (*cps)["checkpoints"]) {
+    CHECK(c["id"] > previous_id);  // oldest first
+    previous_id = c["id"];
+    CHECK(c["mode"] == "unaligned");
+    CHECK(c["triggered_unix_ms"] > 1'600'000'000'000ull);
+    if (c["outcome"] == "completed") {
+      CHECK(c["duration_ms"] > 0);
+      CHECK(c["acknowledged"] == 6);
+      CHECK(c["tasks"] == 6);
+      CHECK(c["operator_state_bytes"] > 0);
+    } else {
+      CHECK(c.contains("reason"));
+    }
+  }
+
+  std::optional<json> job = get_json(j.port(), "/api/job");
+  REQUIRE(job);
+  INFO(job->dump(2));
+  CHECK((*job)["job"] == "join");
+  CHECK((*job)["state"] == "running");
+  CHECK((*job)["version"] == SLUICE_PROJECT_VERSION);
+  CHECK((*job)["resumed_from"].is_null());
+  CHECK((*job)["restore_ms"] >= 0);
+  CHECK((*job)["uptime_ms"] > 0);
+  CHECK((*job)["executors"] == 2);
+  CHECK((*job)["backends"].size() == 2);
+  CHECK((*job)["checkpoint_mode"] == "unaligned");
+  CHECK((*job)["checkpoint_interval_ms"] == 50);
+  CHECK((*job)["history"] == true);
+  CHECK((*job)["checkpoints"]["completed"] >= 2);
+  CHECK((*job)["checkpoints"]["last_completed"].is_number());
+  CHECK((*job)["progress"]["source_records"] > 0);
+
+  // The graph: rates need a window of a second, so until the sources' backpressure shows.
+  std::optional<json> graph = j.poll("/api/graph", [](const json& g) {
+    for (const json& t : g["tasks"]) {
+      if (t["name"] == "left#0" && t["backpressured_ratio"] > 0.05 && t["records_out_per_s"] > 0) return true;
+    }
+    return false;
+  });
+  REQUIRE(graph);
+  INFO(graph->dump(2));
+  REQUIRE((*graph)["stages"].size() == 3);
+  const json& stages = (*graph)["stages"];
+  CHECK(stages[0]["name"] == "left");
+  CHECK(stages[0]["source"] == true);
+  CHECK(stages[0]["downstream"] == 2);
+  CHECK(stages[1]["name"] == "right");
+  CHECK(stages[2]["name"] == "join");
+  CHECK(stages[2]["upstreams"] == json::array({0, 1}));
+  CHECK(stages[2]["sink"] == true);
+  CHECK(stages[2]["downstream"].is_null());
+  CHECK(stages[2]["parallelism"] == 2);
+  REQUIRE((*graph)["tasks"].size() == 6);
+  std::set<std::string> names;
+  for (const json& t : (*graph)["tasks"]) {
+    names.insert(t["name"].get<std::string>());
+    CHECK(t["here"] == true);
+    CHECK(t["backpressured_ratio"] >= 0);
+    CHECK(t["backpressured_ratio"] <= 1);
+    CHECK(t["executor"] < 2);
+  }
+  CHECK(names == std::set<std::string>{"left#0", "left#1", "right#0", "right#1", "join#0", "join#1"});
+  const json& join0 = (*graph)["tasks"][4];
+  CHECK(join0["name"] == "join#0");
+  CHECK(join0["records_in"] > 0);
+  CHECK(join0["credits_outstanding"].is_number());
+  REQUIRE((*graph)["executors"].size() == 2);
+  for (const json& e : (*graph)["executors"]) {
+    CHECK(e["busy_ratio"] >= 0);
+    CHECK(e["busy_ratio"] <= 1);
+    CHECK(e["buffers"] > 0);
+  }
+
+  // The newest completed checkpoint, per task.
+  std::optional<json> latest = get_json(j.port(), "/api/checkpoints/latest");
+  REQUIRE(latest);
+  INFO(latest->dump(2));
+  REQUIRE(latest->is_object());
+  CHECK((*latest)["outcome"] == "completed");
+  CHECK((*latest)["id"] >= (*cps)["checkpoints"].back()["id"].get<std::uint64_t>() - 1);
+  REQUIRE((*latest)["task_breakdown"].size() == 6);
+  for (const json& t : (*latest)["task_breakdown"]) {
+    CHECK(names.count(t["name"].get<std::string>()) == 1);
+    CHECK(t["write_ms"] >= 0);
+    CHECK(t["fsync_ms"] >= 0);
+    CHECK((t["start_delay_ms"].is_null() || t["start_delay_ms"] >= 0));
+  }
+
+  // ?recent=N keeps the newest N; bad values fall back to the default.
+  std::optional<json> one = get_json(j.port(), "/api/checkpoints?recent=1");
+  REQUIRE(one);
+  CHECK((*one)["checkpoints"].size() == 1);
+  CHECK((*one)["recent"] == 1);
+  std::optional<json> bad = get_json(j.port(), "/api/checkpoints?recent=-3&x");
+  REQUIRE(bad);
+  CHECK((*bad)["recent"] == 200);
+
+  // Unknown views and other methods.
+  std::optional<http_reply> nope = http_get(j.port(), "/api/nope");
+  REQUIRE(nope);
+  CHECK(nope->status == 404);
+  http_client c(j.port());
+  REQUIRE(c.send("POST /api/job HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
+  std::optional<http_reply> post = c.read_reply();
+  REQUIRE(post);
+  CHECK(post->status == 405);
+
+  const job_result& r = j.stop();
+  CHECK(r.exit_code == 130);
+}
+
+TEST_CASE("the status API's history outlives a run: a restart shows both starts and what it resumed from") {
+  temp_dir dir;
+  sluice::test::write_corpus_file(dir.file("input.txt"), 2'000'000, 5);
+  const auto run = [&dir](std::stop_source& stop, std::promise<std::uint16_t>& port, std::atomic<int>& completed) {
+    job_builder job("wordcount");
+    build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
+    job_settings s;
+    s.checkpoint_dir = dir.file("chk");
+    s.checkpoint_interval = 20ms;
+    s.handle_signals = false;
+    s.metrics_address = "127.0.0.1:0";
+    s.on_metrics_listening = [&port](std::uint16_t p) { port.set_value(p); };
+    s.on_checkpoint = [&completed](const sluice::snapshot::checkpoint_stats& st) {
+      if (st.outcome.completed()) ++completed;
+    };
+    s.stop = stop.get_token();
+    return run_job(job, s);
+  };
+  {
+    std::stop_source stop;
+    std::promise<std::uint16_t> port;
+    std::atomic<int> completed{0};
+    job_result first;
+    std::thread t([&] { first = run(stop, port, completed); });
+    for (int i = 0; i < 6000 && completed.load() < 2; ++i) std::this_thread::sleep_for(5ms);
+    stop.request_stop();
+    t.join();
+    REQUIRE(completed.load() >= 2);
+    REQUIRE(first.exit_code == 130);
+  }
+  std::stop_source stop;
+  std::promise<std::uint16_t> port_promise;
+  std::future<std::uint16_t> port_future = port_promise.get_future();
+  std::atomic<int> completed{0};
+  job_result second;
+  std::thread t([&] { second = run(stop, port_promise, completed); });
+  REQUIRE(port_future.wait_for(60s) == std::future_status::ready);
+  const std::uint16_t port = port_future.get();
+  std::optional<json> job = get_json(port, "/api/job");
+  std::optional<json> cps;
+  for (int i = 0; i < 3000; ++i) {
+    cps = get_json(port, "/api/checkpoints");
+    if (cps && (*cps)["summary"]["starts"] == 2) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  stop.request_stop();
+  t.join();
+  REQUIRE(second.resumed_from.has_value());
+  REQUIRE(job);
+  CHECK((*job)["resumed_from"] == *second.resumed_from);
+  REQUIRE(cps);
+  INFO(cps->dump(2));
+  CHECK((*cps)["summary"]["starts"] == 2);
+  CHECK((*cps)["summary"]["restores"] == 1);
+  REQUIRE((*cps)["starts"].size() == 2);
+  CHECK((*cps)["starts"][0]["resumed_from"].is_null());
+  CHECK((*cps)["starts"][1]["resumed_from"] == *second.resumed_from);
+  CHECK((*cps)["starts"][1]["restore_ms"] > 0);
+  CHECK((*cps)["summary"]["completed"] >= 2);  // the first run's
+}

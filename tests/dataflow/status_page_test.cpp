@@ -1,0 +1,154 @@
+// The status page (status_page.hpp) in a real browser: headless Chromium (Debian's chromium) loads
+// it from a running, backpressured join, runs its script against the live JSON views, and the test
+// asserts on the DOM it dumps; a screenshot goes to the test output (status-page.png in the tests'
+// build directory). Without chromium the test is reported skipped.
+
+#include <support/temp_dir.hpp>
+
+#include "status_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+using sluice::test::http_get;
+using sluice::test::running_join;
+using sluice::test::temp_dir;
+
+namespace {
+
+constexpr const char* chromium = "/usr/bin/chromium";
+
+// Chromium's stdout for `args` and `url` (its stderr, chatty about D-Bus, to `log`).
+std::string run_chromium(const temp_dir& dir, const std::string& args, const std::string& url) {
+  // --no-sandbox: the tests may run as root, where Chromium's sandbox refuses to start. Its own
+  // profile directory, so nothing of the user's is read or written.
+  const std::string command = "timeout 120 " + std::string(chromium) +
+                              " --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions"
+                              " --user-data-dir=" + dir.file("profile") + " " + args + " '" + url + "' 2>>" +
+                              dir.file("chromium.log");
+  FILE* p = ::popen(command.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[65536];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  INFO(command);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  return out;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The inner HTML of the element with that id (no nesting of the same tag inside, as here).
+std::string element(const std::string& dom, const std::string& tag, const std::string& id) {
+  const std::string open = "<" + tag + " id=\"" + id + "\"";
+  const std::size_t at = dom.find(open);
+  if (at == std::string::npos) return {};
+  const std::size_t start = dom.find('>', at) + 1;
+  const std::size_t end = dom.find("</" + tag + ">", start);
+  return dom.substr(start, end - start);
+}
+
+}  // namespace
+
+TEST_CASE("the status page draws a running job in headless Chromium: graph, checkpoints, per-task breakdown") {
+  if (::access(chromium, X_OK) != 0) {
+    std::puts("sluice-test-skipped: /usr/bin/chromium is not installed (Debian package chromium)");
+    return;
+  }
+  temp_dir dir;
+  running_join j(dir);
+  // Two completed checkpoints in the history first, so every view has something to draw.
+  REQUIRE(j.poll("/api/checkpoints", [](const nlohmann::json& c) { return c["summary"]["completed"] >= 2; }));
+  std::optional<sluice::test::http_reply> page = http_get(j.port(), "/");
+  REQUIRE(page);
+  CHECK(page->status == 200);
+  CHECK(page->header("content-type") == "text/html; charset=utf-8");
+
+  const std::string url = "http://127.0.0.1:" + std::to_string(j.port()) + "/";
+  // --virtual-time-budget: the page's script runs (its fetches answered by the job) until the
+  // budget of virtual time is spent, then the DOM is dumped.
+  const std::string dom = run_chromium(dir, "--virtual-time-budget=5000 --dump-dom", url);
+  INFO(dom);
+  CHECK(dom.find("data-loaded=\"1\"") != std::string::npos);
+  CHECK(dom.find("<h1 id=\"job-name\">join</h1>") != std::string::npos);
+  CHECK(std::regex_search(dom, std::regex("<span class=\"pill running\" id=\"job-state\">running</span>|"
+                                          "id=\"job-state\" class=\"pill running\">running</span>|"
+                                          "<span id=\"job-state\" class=\"pill running\">running</span>")));
+  CHECK(element(dom, "b", "job-resumed") == "a fresh start");
+  // The graph: one .task per task, each named; three stages.
+  const std::string graph = element(dom, "div", "graph");
+  CHECK(count_of(graph, "class=\"task\"") == 6);
+  for (const char* t : {"left#0", "left#1", "right#0", "right#1", "join#0", "join#1"}) {
+    CHECK(graph.find(std::string("data-task=\"") + t + "\"") != std::string::npos);
+  }
+  CHECK(graph.find(">left<") != std::string::npos);
+  CHECK(graph.find(">join<") != std::string::npos);
+  CHECK(graph.find("marker-end") != std::string::npos);  // the edges
+  CHECK(count_of(element(dom, "tbody", "executors"), "<tr>") == 2);
+  // Checkpoints: counts, both charts, the history table, the newest one per task, the start.
+  CHECK(dom.find("<div class=\"l\">completed</div>") != std::string::npos);  // a card of checkpoint-counts
+  CHECK(element(dom, "div", "chart-duration").find("<circle") != std::string::npos);
+  CHECK(element(dom, "div", "chart-size").find("<rect") != std::string::npos);
+  const std::string history = element(dom, "tbody", "history-rows");
+  CHECK(count_of(history, "<tr>") >= 2);
+  CHECK(history.find("unaligned") != std::string::npos);
+  CHECK(history.find("completed") != std::string::npos);
+  CHECK(element(dom, "span", "latest-id").find("unaligned") != std::string::npos);
+  const std::string latest = element(dom, "tbody", "latest-tasks");
+  CHECK(count_of(latest, "<tr>") == 6);
+  CHECK(latest.find("join#1") != std::string::npos);
+  CHECK(latest.find("class=\"stack\"") != std::string::npos);
+  CHECK(element(dom, "tbody", "restores").find("fresh start") != std::string::npos);
+  // The job is up: no "ended" banner.
+  CHECK(dom.find("data-ended") == std::string::npos);
+
+  // The screenshot, for a human to look at.
+  const std::string shot = std::string(SLUICE_TEST_OUTPUT_DIR) + "/status-page.png";
+  std::filesystem::remove(shot);
+  run_chromium(dir, "--virtual-time-budget=5000 --hide-scrollbars --window-size=1400,1700 --screenshot=" + shot, url);
+  CHECK(std::filesystem::exists(shot));
+  CHECK(std::filesystem::file_size(shot) > 20'000);
+  std::printf("status page screenshot: %s\n", shot.c_str());
+
+  CHECK(j.stop().exit_code == 130);
+}
+
+TEST_CASE("the status page says so when the job's endpoint stops answering") {
+  if (::access(chromium, X_OK) != 0) {
+    std::puts("sluice-test-skipped: /usr/bin/chromium is not installed (Debian package chromium)");
+    return;
+  }
+  temp_dir dir;
+  running_join j(dir);
+  REQUIRE(j.poll("/api/checkpoints", [](const nlohmann::json& c) { return c["summary"]["completed"] >= 1; }));
+  const std::string page = http_get(j.port(), "/").value().body;
+  const std::string url = "http://127.0.0.1:" + std::to_string(j.port()) + "/";
+  j.stop();
+  // The same page, from a file now: its views are relative (api/job), so loading it from the
+  // endpoint's address after the job ended fails its fetches, as a page left open would.
+  const std::string file = dir.file("page.html");
+  {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fwrite(page.data(), 1, page.size(), f);
+    std::fclose(f);
+  }
+  const std::string dom = run_chromium(dir, "--virtual-time-budget=6000 --dump-dom", "file://" + file);
+  INFO(dom);
+  CHECK(dom.find("data-ended=\"1\"") != std::string::npos);
+  CHECK(dom.find("id=\"job-state\">ended<") != std::string::npos);
+  CHECK(dom.find("data-loaded") == std::string::npos);
+}
