@@ -108,13 +108,13 @@ rt::task<void> job_metrics::stop() {
 }
 
 rt::task<io::http_response> job_metrics::handle(job_metrics* self, io::http_request request) {
+  if (request.method != "GET" && request.method != "HEAD") {
+    io::http_response r = io::http_response::text(405, "method not allowed: GET or HEAD\n");
+    r.headers.emplace_back("Allow", "GET, HEAD");
+    co_return r;
+  }
   if (status_api::serves(request.path)) co_return co_await self->status_.respond(std::move(request));
   if (request.path == "/" || request.path == "/index.html") {
-    if (request.method != "GET" && request.method != "HEAD") {
-      io::http_response r = io::http_response::text(405, "method not allowed: GET or HEAD\n");
-      r.headers.emplace_back("Allow", "GET, HEAD");
-      co_return r;
-    }
     io::http_response page;
     page.content_type = "text/html; charset=utf-8";
     page.headers.emplace_back("Cache-Control", "no-store");
@@ -125,11 +125,6 @@ rt::task<io::http_response> job_metrics::handle(job_metrics* self, io::http_requ
     co_return io::http_response::text(
         404, "not found: the status page is at /, the metrics at /metrics, the JSON views at /api/job, /api/graph, "
              "/api/checkpoints and /api/checkpoints/latest\n");
-  }
-  if (request.method != "GET" && request.method != "HEAD") {
-    io::http_response r = io::http_response::text(405, "method not allowed: GET or HEAD\n");
-    r.headers.emplace_back("Allow", "GET, HEAD");
-    co_return r;
   }
   io::http_response r;
   r.body = co_await self->scrape();

@@ -117,11 +117,6 @@ bool status_api::serves(std::string_view path) noexcept {
 }
 
 rt::task<io::http_response> status_api::respond(io::http_request request) {
-  if (request.method != "GET" && request.method != "HEAD") {
-    io::http_response r = io::http_response::text(405, "method not allowed: GET or HEAD\n");
-    r.headers.emplace_back("Allow", "GET, HEAD");
-    co_return r;
-  }
   std::string body;
   if (request.path == "/api/job") {
     body = co_await job_view();

@@ -49,7 +49,7 @@ class status_api {
 
   // Whether `path` is one of the views above.
   static bool serves(std::string_view path) noexcept;
-  // The view's response (404 for another path); on executor 0.
+  // The view's response to a GET or HEAD (404 for another path); on executor 0.
   runtime::task<io::http_response> respond(io::http_request request);
 
  private:

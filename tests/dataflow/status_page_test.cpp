@@ -25,6 +25,13 @@ namespace {
 
 constexpr const char* chromium = "/usr/bin/chromium";
 
+// Says so (ctest then reports the test skipped) if there is no Chromium here.
+bool chromium_missing() {
+  if (::access(chromium, X_OK) == 0) return false;
+  std::puts("sluice-test-skipped: /usr/bin/chromium is not installed (Debian package chromium)");
+  return true;
+}
+
 // Chromium's stdout for `args` and `url` (its stderr, chatty about D-Bus, to `log`).
 std::string run_chromium(const temp_dir& dir, const std::string& args, const std::string& url) {
   // --no-sandbox: the tests may run as root, where Chromium's sandbox refuses to start. Its own
@@ -64,10 +71,7 @@ std::string element(const std::string& dom, const std::string& tag, const std::s
 }  // namespace
 
 TEST_CASE("the status page draws a running job in headless Chromium: graph, checkpoints, per-task breakdown") {
-  if (::access(chromium, X_OK) != 0) {
-    std::puts("sluice-test-skipped: /usr/bin/chromium is not installed (Debian package chromium)");
-    return;
-  }
+  if (chromium_missing()) return;
   temp_dir dir;
   running_join j(dir);
   // Two completed checkpoints in the history first, so every view has something to draw.
@@ -127,18 +131,14 @@ TEST_CASE("the status page draws a running job in headless Chromium: graph, chec
 }
 
 TEST_CASE("the status page says so when the job's endpoint stops answering") {
-  if (::access(chromium, X_OK) != 0) {
-    std::puts("sluice-test-skipped: /usr/bin/chromium is not installed (Debian package chromium)");
-    return;
-  }
+  if (chromium_missing()) return;
   temp_dir dir;
   running_join j(dir);
   REQUIRE(j.poll("/api/checkpoints", [](const nlohmann::json& c) { return c["summary"]["completed"] >= 1; }));
   const std::string page = http_get(j.port(), "/").value().body;
-  const std::string url = "http://127.0.0.1:" + std::to_string(j.port()) + "/";
   j.stop();
-  // The same page, from a file now: its views are relative (api/job), so loading it from the
-  // endpoint's address after the job ended fails its fetches, as a page left open would.
+  // The page as the job served it, with its views gone: loaded from a file, its relative fetches
+  // (api/job, ...) fail as a page left open does once the job's endpoint has closed.
   const std::string file = dir.file("page.html");
   {
     std::FILE* f = std::fopen(file.c_str(), "w");
