@@ -33,10 +33,12 @@ namespace ss = sluice::snapshot;
 namespace detail {
 
 struct job_state final : rt::wait_reporter {
-  job_state(rt::engine& e, job_builder& j, job_settings s) : eng(e), job(j), settings(std::move(s)) {}
+  job_state(rt::engine& e, job_builder& j, job_settings s, job_plan p)
+      : eng(e), job(j), settings(std::move(s)), plan(std::move(p)) {}
   rt::engine& eng;
   job_builder& job;
   job_settings settings;
+  const job_plan plan;
   runner* running = nullptr;            // while the runner exists
   std::optional<stop_mode> pending;      // asked for before the runner existed
   std::optional<job_ready> ready_info;
@@ -93,10 +95,7 @@ rt::task<void> yield_here() {
 }
 
 rt::task<job_result> run_parts(job_state& st) {
-  const job_plan plan = job_plan::make(st.job, plan_shape{.workers = 1,
-                                                          .executors = st.settings.executors,
-                                                          .transport = st.settings.transport,
-                                                          .floating_buffers = st.settings.floating_buffers});
+  const job_plan& plan = st.plan;
   start_up up;
   auto work = [&st, &up] { prepare(st, up); };
   co_await rt::offload(work);
@@ -178,11 +177,12 @@ job_handle start_job_on(rt::engine& eng, job_builder& job, job_settings settings
     throw std::invalid_argument(fmt::format("job_settings::executors is {}, but the engine has {} executors",
                                             settings.executors, eng.size()));
   }
-  (void)job_plan::make(job, plan_shape{.workers = 1,  // a graph that cannot run throws here, to the caller
-                                       .executors = settings.executors,
-                                       .transport = settings.transport,
-                                       .floating_buffers = settings.floating_buffers});
-  auto st = std::make_shared<job_state>(eng, job, std::move(settings));
+  // A graph that cannot run throws here, to the caller.
+  job_plan plan = job_plan::make(job, plan_shape{.workers = 1,
+                                                 .executors = settings.executors,
+                                                 .transport = settings.transport,
+                                                 .floating_buffers = settings.floating_buffers});
+  auto st = std::make_shared<job_state>(eng, job, std::move(settings), std::move(plan));
   // The ready callback, on executor 0 once restored and wired: the handle's, then the host's.
   auto host_ready = std::move(st->settings.on_ready);
   job_state* raw = st.get();

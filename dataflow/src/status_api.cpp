@@ -27,6 +27,10 @@ namespace {
 constexpr std::size_t default_recent = 200;
 constexpr std::size_t max_recent = 5000;
 
+// Names and paths come from the user's code and the file system and need not be UTF-8: such bytes
+// become U+FFFD instead of failing the view.
+std::string text_of(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 double ms(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e6; }
 
 // ?recent=N: N within [1, max_recent]; absent or unreadable: the default.
@@ -169,7 +173,7 @@ rt::task<std::string> status_api::job_view() {
   } else {
     j["progress"] = nullptr;
   }
-  co_return j.dump();
+  co_return text_of(j);
 }
 
 rt::task<std::string> status_api::graph_view() {
@@ -245,7 +249,7 @@ rt::task<std::string> status_api::graph_view() {
                      {"buffers_in_use", x.segments_total - x.segments_free}});
   }
   json j{{"job", from_.job}, {"stages", std::move(stages)}, {"tasks", std::move(all_tasks)}, {"executors", std::move(execs)}};
-  co_return j.dump();
+  co_return text_of(j);
 }
 
 rt::task<std::string> status_api::checkpoints_view(std::size_t recent) {
@@ -288,17 +292,17 @@ rt::task<std::string> status_api::checkpoints_view(std::size_t recent) {
   j["checkpoints"] = std::move(checkpoints);
   j["starts"] = std::move(starts);
   j["in_flight"] = in_flight_json(from_.coordinator, from_.engine->at(0).now());
-  co_return j.dump();
+  co_return text_of(j);
 }
 
 rt::task<std::string> status_api::latest_view() {
   const std::string path = fmt::format("{}/{}", from_.checkpoint_dir, ss::history_file_name);
   io::result<std::string> text = co_await read_history_text(path);
-  if (!text) co_return json(nullptr).dump();
+  if (!text) co_return text_of(nullptr);
   const ss::history_contents contents = ss::parse_history(*text);
   const ss::history_summary summary = ss::summarize(contents.events);
-  if (summary.last_completed == nullptr) co_return json(nullptr).dump();
-  co_return checkpoint_json(*summary.last_completed, true).dump();
+  if (summary.last_completed == nullptr) co_return text_of(nullptr);
+  co_return text_of(checkpoint_json(*summary.last_completed, true));
 }
 
 }  // namespace sluice::dataflow::detail

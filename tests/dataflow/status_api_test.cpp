@@ -216,3 +216,31 @@ TEST_CASE("the status API's history outlives a run: a restart shows both starts 
   CHECK((*cps)["starts"][1]["restore_ms"] > 0);
   CHECK((*cps)["summary"]["completed"] >= 2);  // the first run's
 }
+
+TEST_CASE("the status API answers for a job whose names are not UTF-8, replacing the bytes") {
+  temp_dir dir;
+  sluice::test::write_corpus_file(dir.file("input.txt"), 3'000'000, 3);
+  job_builder job("word\xff" "count");
+  build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 1, 0});
+  job_settings s;
+  s.checkpoint_dir = dir.file("chk");
+  s.handle_signals = false;
+  s.metrics_address = "127.0.0.1:0";
+  std::promise<std::uint16_t> port_promise;
+  std::future<std::uint16_t> port_future = port_promise.get_future();
+  s.on_metrics_listening = [&port_promise](std::uint16_t p) { port_promise.set_value(p); };
+  std::stop_source stop;
+  s.stop = stop.get_token();
+  job_result result;
+  std::thread t([&] { result = run_job(job, s); });
+  REQUIRE(port_future.wait_for(60s) == std::future_status::ready);
+  const std::uint16_t port = port_future.get();
+  std::optional<json> j = get_json(port, "/api/job");
+  std::optional<json> g = get_json(port, "/api/graph");
+  stop.request_stop();
+  t.join();
+  REQUIRE(j);
+  CHECK((*j)["job"] == "word\xef\xbf\xbd" "count");
+  REQUIRE(g);
+  CHECK((*g)["job"] == "word\xef\xbf\xbd" "count");
+}
