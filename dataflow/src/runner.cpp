@@ -214,6 +214,7 @@ rt::task<void> runner::controller() {
   // The final checkpoint, once every task has passed on all it will emit: every sink publishes what
   // it staged. (A source's sending stays open until then: barriers still flow.)
   final_checkpoint_started_ = true;
+  coordinator_->stop_periodic();  // the final checkpoint is the last: none after it, only to be cancelled
   for (int attempt = 1;; ++attempt) {
     ss::checkpoint_outcome outcome = co_await coordinator_->trigger_now();
     if (outcome.completed()) {

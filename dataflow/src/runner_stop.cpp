@@ -62,6 +62,7 @@ void runner::start_requested_stop() {
 }
 
 rt::task<bool> runner::take_drain_checkpoint() {
+  coordinator_->stop_periodic();  // the drain's checkpoint is the last
   for (int attempt = 1;; ++attempt) {
     ss::checkpoint_outcome outcome = co_await coordinator_->trigger_now();
     if (outcome.completed()) co_return true;

@@ -165,8 +165,13 @@ void coordinator::start() {
 }
 
 // Each turn either waits (for a slot, or until the next trigger is due) or triggers once.
+void coordinator::stop_periodic() {
+  assert_home();
+  periodic_stopped_ = true;  // the loop ends at its next turn (a sleep or a slot's wait ending)
+}
+
 runtime::task<void> coordinator::trigger_loop() {
-  while (!stopping_) {
+  while (!stopping_ && !periodic_stopped_) {
     if (pending_.size() >= options_.max_concurrent || forced_waiting_ > 0) {
       slot_free_.reset();
       const bool woken = co_await slot_free_.wait();

@@ -242,3 +242,44 @@ TEST_CASE("retention after each completed checkpoint keeps the newest K") {
   sync_wait(keeps_k(&dir), virtual_time());
   CHECK(entries(dir.file("checkpoints")) == std::vector<std::string>{"chk-3", "chk-4"});
 }
+
+namespace {
+
+// Periodic checkpoints every second; at 2.5 s stop_periodic() and, at 3.2 s, a trigger_now (a
+// job's last checkpoint); then 3 s more of nothing.
+task<std::vector<checkpoint_stats>> last_checkpoint_after_stop_periodic(temp_dir* dir) {
+  executor* ex = executor::current();
+  checkpoint_storage storage(dir->file("checkpoints"));
+  coordinator_options options;
+  options.interval = 1s;
+  options.min_pause = 0ms;
+  coordinator c(*ex, storage, options);
+  fake_job job(c, storage);
+  job.add(*ex, true);
+  job.add(*ex, false).policy = [](checkpoint_id) {
+    reply r;
+    r.delay = 100ms;
+    return r;
+  };
+  co_await job.register_all(ex);
+  c.start();
+  co_await sluice::runtime::sleep_for(2500ms);
+  c.stop_periodic();
+  co_await sluice::runtime::sleep_for(700ms);
+  const checkpoint_outcome last = co_await c.trigger_now();
+  CHECK(last.completed());
+  co_await sluice::runtime::sleep_for(3s);
+  co_await c.stop();
+  co_await job.remove_all();
+  co_return std::vector<checkpoint_stats>(c.stats().begin(), c.stats().end());
+}
+
+}  // namespace
+
+TEST_CASE("after stop_periodic no periodic checkpoint follows, and trigger_now still takes one") {
+  temp_dir dir;
+  const auto stats = sync_wait(last_checkpoint_after_stop_periodic(&dir), virtual_time());
+  REQUIRE(stats.size() == 3);  // periodic 1 and 2, then the last
+  for (const checkpoint_stats& s : stats) CHECK(s.outcome.completed());
+  CHECK(stats.back().id == 3);
+}

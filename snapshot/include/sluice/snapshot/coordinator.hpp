@@ -144,6 +144,10 @@ class coordinator final : public checkpoint_acknowledger {
   // aborted(cancelled) once stop() was called.
   runtime::task<checkpoint_outcome> trigger_now();
   runtime::task<checkpoint_outcome> trigger_now(checkpoint_mode mode);
+  // No periodic trigger from now on (checkpoints in flight go on; trigger_now still works): before
+  // a job's last checkpoint (the final one, a drain's), so that none follows it only to be
+  // cancelled as the job stops.
+  void stop_periodic();
   // Aborts every in-flight checkpoint (cancelled; one already committing finishes), stops the
   // trigger loop and joins everything. Idempotent.
   runtime::task<void> stop();
@@ -243,6 +247,7 @@ class coordinator final : public checkpoint_acknowledger {
   runtime::event stopped_;
   bool started_ = false;
   bool stopping_ = false;
+  bool periodic_stopped_ = false;  // stop_periodic()
 };
 
 }  // namespace sluice::snapshot
