@@ -97,6 +97,19 @@ paired_result measure_paired(unsigned runs, const std::function<double()>& figur
   return r;
 }
 
+void chart_paired(const reporter& out, const std::string& category, const std::string& figure_series,
+                  const std::string& baseline_series, const paired_result& r, double scale, double baseline_scale) {
+  bench::chart* c = out.chart();
+  if (c == nullptr) return;
+  std::vector<double> figure = r.figure_samples;
+  std::vector<double> baseline = r.baseline_samples;
+  for (double& v : figure) v *= scale;
+  for (double& v : baseline) v *= baseline_scale;
+  c->add(category, figure_series, std::move(figure));
+  c->add(category, baseline_series, std::move(baseline));
+  if (r.baseline > 0) c->annotate(category, fmt::format("ratio {:.2f}", r.figure * scale / (r.baseline * baseline_scale)));
+}
+
 std::string human_rate(double per_second) {
   if (per_second >= 1e9) return fmt::format("{:.2f} G", per_second / 1e9);
   if (per_second >= 1e6) return fmt::format("{:.2f} M", per_second / 1e6);

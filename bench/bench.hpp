@@ -8,6 +8,8 @@
 //   goes first) so that machine noise hits both, and reports the MEDIAN of each and their ratio.
 // - It reports through `reporter`: one human-readable line per result, or with `--json` one JSON
 //   object per result carrying the named fields plus "bench" and the parameters.
+// - A benchmark that `plots()` also fills the reporter's chart (plot.hpp) when `--plot FILE.png`
+//   asks for one; the tool draws it after the run.
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +21,8 @@
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "plot.hpp"
 
 namespace sluice::bench {
 
@@ -38,8 +42,10 @@ struct field {
 
 class reporter {
  public:
-  explicit reporter(bool json) noexcept : json_(json) {}
+  explicit reporter(bool json, bench::chart* chart = nullptr) noexcept : json_(json), chart_(chart) {}
   bool json() const noexcept { return json_; }
+  // The chart to fill, or nullptr when no --plot was asked for.
+  bench::chart* chart() const noexcept { return chart_; }
   // Prints `text` (human mode) or {"bench": bench, fields...} (JSON mode), one line, flushed.
   void result(std::string_view bench, std::string_view text, const std::vector<field>& fields) const;
   // Progress and notes: stderr in JSON mode so stdout stays machine-readable.
@@ -47,11 +53,13 @@ class reporter {
 
  private:
   bool json_;
+  bench::chart* chart_;
 };
 
 struct common_options {
   unsigned runs = 5;
   bool json = false;
+  std::string plot;  // --plot FILE.png; empty: none
 };
 
 class benchmark {
@@ -61,6 +69,8 @@ class benchmark {
   virtual std::string_view description() const noexcept = 0;
   // The benchmark's own options; they point into the benchmark object.
   virtual std::vector<option> options() { return {}; }
+  // Whether run() fills the reporter's chart (and so whether the benchmark takes --plot).
+  virtual bool plots() const noexcept { return false; }
   // Runs every measurement and reports; throws std::exception with an actionable message on failure.
   virtual void run(const common_options& common, const reporter& out) = 0;
 };
@@ -94,6 +104,12 @@ struct paired_result {
 };
 paired_result measure_paired(unsigned runs, const std::function<double()>& figure,
                              const std::function<double()>& baseline);
+
+// Adds a paired result to the reporter's chart, if there is one: both series in `category`, every
+// sample multiplied by `scale` (e.g. to the unit of the chart's y axis).
+void chart_paired(const reporter& out, const std::string& category, const std::string& figure_series,
+                  const std::string& baseline_series, const paired_result& r, double scale = 1.0,
+                  double baseline_scale = 1.0);
 
 // Keeps the compiler from optimising `value` (or the computation behind it) away.
 template <class T>

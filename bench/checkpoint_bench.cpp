@@ -124,6 +124,7 @@ class checkpoint_bench final : public benchmark {
     return "checkpoint duration under full backpressure (slow sink), aligned vs unaligned vs aligned-timeout, "
            "and unloaded";
   }
+  bool plots() const noexcept override { return true; }
   std::vector<option> options() override {
     return {{"--checkpoints", "checkpoints measured per mode", &checkpoints_},
             {"--seconds", "at most this long per mode", &seconds_},
@@ -148,6 +149,13 @@ class checkpoint_bench final : public benchmark {
     const std::pair<const char*, ss::checkpoint_mode> modes[] = {{"unaligned", ss::checkpoint_mode::unaligned},
                                                                  {"aligned_timeout", ss::checkpoint_mode::aligned_timeout},
                                                                  {"aligned", ss::checkpoint_mode::aligned}};
+    chart* c = out.chart();
+    if (c != nullptr) {
+      c->describe(fmt::format("checkpoint duration, trigger to durable manifest ({} KiB records, sink {} us/record, "
+                              "every {} ms)",
+                              static_cast<double>(record_bytes_) / 1024.0, sink_us_, interval_ms_),
+                  "milliseconds", chart_style::distribution, "checkpoints");
+    }
     double unaligned_median = 0;
     double aligned_median = 0;
     for (const auto& [mode_name, mode] : modes) {
@@ -157,6 +165,7 @@ class checkpoint_bench final : public benchmark {
       const double med = percentile(f.durations_ms, 0.5);
       const double p95 = percentile(f.durations_ms, 0.95);
       const double state = percentile(f.channel_state_bytes, 0.5);
+      if (c != nullptr) c->add(mode_name, "under backpressure", f.durations_ms);
       if (mode == ss::checkpoint_mode::unaligned) unaligned_median = med;
       if (mode == ss::checkpoint_mode::aligned) aligned_median = med;
       out.result(name(),
@@ -175,6 +184,7 @@ class checkpoint_bench final : public benchmark {
     unloaded.sink_delay = std::chrono::microseconds(0);
     unloaded.source_rate = static_cast<double>(unloaded_rate_);
     const mode_figures u = run_pipeline(unloaded);
+    if (c != nullptr) c->add("unaligned, unloaded", "unloaded", u.durations_ms);
     const double unloaded_median = percentile(u.durations_ms, 0.5);
     const double ratio = unaligned_median > 0 ? aligned_median / unaligned_median : 0;
     out.result(name(),

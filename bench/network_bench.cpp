@@ -318,7 +318,13 @@ class network_bench final : public benchmark {
     };
   }
 
+  bool plots() const noexcept override { return true; }
+
   void run(const common_options& common, const reporter& out) override {
+    if (chart* c = out.chart()) {
+      c->describe(fmt::format("8-byte records, writer -> receiver on two executors ({} records per run)", shape_.records),
+                  "MiB/s of record bytes", chart_style::bars);
+    }
     if (!all_) {
       run_one(shape_, common, out);
       return;
@@ -349,6 +355,11 @@ class network_bench final : public benchmark {
           return tcp ? bytes / raw_tcp_seconds(s.records * sizeof(std::uint64_t))
                      : static_cast<double>(s.records) / spsc_seconds(s.records);
         });
+    constexpr double mib = 1024.0 * 1024.0;
+    constexpr double record_bytes = sizeof(std::uint64_t);
+    chart_paired(out, fmt::format("{} {} ch {} ms", s.transport, s.channels, s.flush_ms), "sluice",
+                 "baseline: block ring (local), raw socket (tcp)", r, record_bytes / mib,
+                 tcp ? 1.0 / mib : record_bytes / mib);
     const double records_per_ms = r.figure / 1000.0;
     const double bytes_per_s = r.figure * sizeof(std::uint64_t);
     const double ratio = tcp ? bytes_per_s / r.baseline : r.figure / r.baseline;

@@ -66,6 +66,7 @@ class wordcount_bench final : public benchmark {
   std::string_view description() const noexcept override {
     return "words/s through the word-count job, checkpoints on and off, vs a one-thread std::unordered_map count";
   }
+  bool plots() const noexcept override { return true; }
   std::vector<option> options() override {
     return {{"--lines", "corpus lines", &lines_}, {"--parallelism", "tasks per stage", &parallelism_}};
   }
@@ -76,10 +77,17 @@ class wordcount_bench final : public benchmark {
     auto written = runtime::sync_wait(df::write_corpus(input, lines_, 42));
     if (!written) throw std::runtime_error(written.error().message());
     const double words = static_cast<double>(count_words(input));
+    if (chart* c = out.chart()) {
+      c->describe(fmt::format("word count: {} lines, {} words", lines_, words), "million words per second",
+                  chart_style::bars);
+    }
     for (const bool checkpoints : {true, false}) {
       auto r = measure_paired(
           common.runs, [&] { return words / job_seconds(dir, input, checkpoints, parallelism_); },
           [&] { return words / baseline_seconds(input); });
+      chart_paired(out, checkpoints ? "checkpoints on (unaligned, 100 ms)" : "checkpoints off",
+                   fmt::format("sluice job, parallelism {}", parallelism_), "one thread, std::unordered_map", r, 1e-6,
+                   1e-6);
       out.result(name(),
                  fmt::format("wordcount, checkpoints {}: {}/s words  baseline (one thread, unordered_map) {}/s  "
                              "ratio {:.2f}  ({} lines, {} words, parallelism {})",

@@ -31,6 +31,8 @@ SLUICE_PACKAGES=(
   # the fuzz targets (scripts/fuzz.sh): clang 14, its libFuzzer and sanitizer runtimes, and
   # llvm-symbolizer for readable crash reports
   clang-14 libclang-rt-14-dev llvm-14
+  # `sluice bench <name> --plot FILE.png` (issue 14) draws its figures with gnuplot
+  gnuplot-nox
 )
 
 sluice_deps_packages() {

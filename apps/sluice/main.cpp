@@ -32,6 +32,7 @@
 
 #include <exception>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -70,6 +71,22 @@ void print_bench_list() {
   fmt::print("benchmarks (run one with `sluice bench <name>`, options with `sluice bench <name> --help`):\n");
   for (auto* b : sluice::bench::registered()) fmt::print("  {:<8} {}\n", b->name(), b->description());
 }
+
+// "sluice bench checkpoint --runs 5": what a chart prints under itself.
+std::string command_line(int argc, char** argv) {
+  std::string text = "sluice";
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--plot") {  // the file name is not part of what was measured
+      ++i;
+      continue;
+    }
+    if (arg.starts_with("--plot=")) continue;
+    text += ' ';
+    text += arg;
+  }
+  return text;
+}
 #endif
 
 }  // namespace
@@ -103,6 +120,9 @@ int main(int argc, char** argv) {
                                     static_cast<unsigned>(sluice::apps::bench_runs_range.min),
                                     static_cast<unsigned>(sluice::apps::bench_runs_range.max));
     command->add_flag("--json", common.json, "Print one JSON object per result");
+    if (b->plots()) {
+      command->add_option("--plot", common.plot, "Also draw the results into this PNG file (with gnuplot)");
+    }
     for (const auto& o : b->options()) add_bench_option(*command, b->name(), o);
     bench_commands.push_back({b, command});
   }
@@ -163,7 +183,17 @@ int main(int argc, char** argv) {
     for (auto& bc : bench_commands) {
       if (!bc.command->parsed()) continue;
       try {
-        bc.bench->run(common, sluice::bench::reporter{common.json});
+        std::optional<sluice::bench::chart> chart;
+        if (!common.plot.empty()) {
+          sluice::bench::check_plot_target(common.plot);
+          chart.emplace();
+          chart->set_footnote(command_line(argc, argv));
+        }
+        bc.bench->run(common, sluice::bench::reporter{common.json, chart ? &*chart : nullptr});
+        if (chart) {
+          chart->render(common.plot);
+          fmt::print(common.json ? stderr : stdout, "plot written to {}\n", common.plot);
+        }
         return 0;
       } catch (const std::invalid_argument& e) {  // the benchmarks' own checks of their options
         fmt::print(stderr, "sluice bench {}: {}\n", bc.bench->name(), e.what());
