@@ -159,7 +159,7 @@ class transport_core {
   runtime::task<void> wait_all_closed();
   void cancel_output(connection& c, std::uint32_t wire, bool answer);
   // Receives one buffer or event payload; false once the connection has failed.
-  runtime::task<bool> receive_payload(connection* c, std::vector<std::byte>* chunk, std::size_t* begin,
+  runtime::task<bool> receive_payload(connection* c, std::span<std::byte>* chunk, std::size_t* begin,
                                       std::size_t* end);
   runtime::task<bool> receive_rest(connection* c, std::span<std::byte> payload);
 

@@ -102,8 +102,7 @@ rt::task<job_result> run_parts(job_state& st) {
   if (up.refused) co_return std::move(*up.refused);
   if (st.pending == stop_mode::now) co_return job_result{.exit_code = 130, .message = "stopped by request"};
   const std::size_t segment_bytes = st.settings.segment_bytes;
-  bf::network_memory memory(plan.segments_per_executor() * st.settings.executors * segment_bytes, segment_bytes,
-                            st.settings.executors);
+  bf::network_memory memory(plan.budget(segment_bytes).total_bytes(), segment_bytes, st.settings.executors);
   auto r = std::make_unique<runner>(st.job, st.settings, plan, st.eng, memory, std::move(up.identity));
   r->directories = &up.dirs->value();
   st.running = r.get();
@@ -182,6 +181,7 @@ job_handle start_job_on(rt::engine& eng, job_builder& job, job_settings settings
                                                  .executors = settings.executors,
                                                  .transport = settings.transport,
                                                  .floating_buffers = settings.floating_buffers});
+  check_network_memory(plan, settings);
   auto st = std::make_shared<job_state>(eng, job, std::move(settings), std::move(plan));
   // The ready callback, on executor 0 once restored and wired: the handle's, then the host's.
   auto host_ready = std::move(st->settings.on_ready);

@@ -118,11 +118,34 @@ std::size_t job_plan::tasks_on(unsigned worker) const noexcept {
 }
 
 std::size_t job_plan::segments_per_executor(unsigned worker) const noexcept {
-  std::vector<std::size_t> per_executor(shape_.executors, 0);
+  return budget(0, worker).segments_per_executor;
+}
+
+memory_budget job_plan::budget(std::size_t segment_bytes, unsigned worker) const noexcept {
+  std::vector<task_buffers> per_executor(shape_.executors);
+  std::vector<std::size_t> tasks(shape_.executors, 0);
   for (const task_plan& t : tasks_) {
-    if (t.worker == worker) per_executor[t.executor] += t.buffers.total();
+    if (t.worker != worker) continue;
+    task_buffers& b = per_executor[t.executor];
+    b.output += t.buffers.output;
+    b.priority += t.buffers.priority;
+    b.exclusive += t.buffers.exclusive;
+    b.floating += t.buffers.floating;
+    ++tasks[t.executor];
   }
-  return *std::max_element(per_executor.begin(), per_executor.end()) + 16;
+  memory_budget m;
+  m.executors = shape_.executors;
+  m.segment_bytes = segment_bytes;
+  for (unsigned e = 0; e < shape_.executors; ++e) {
+    if (per_executor[e].total() > m.busiest.total()) {
+      m.busiest = per_executor[e];
+      m.busiest_executor = e;
+      m.busiest_tasks = tasks[e];
+    }
+  }
+  if (m.busiest_tasks == 0 && !tasks.empty()) m.busiest_tasks = tasks[0];
+  m.segments_per_executor = m.busiest.total() + 16;
+  return m;
 }
 
 }  // namespace sluice::dataflow

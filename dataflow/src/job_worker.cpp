@@ -44,6 +44,7 @@ std::variant<std::unique_ptr<job_worker>, job_result> job_worker::prepare(job_bu
                                                      .executors = settings.executors,
                                                      .transport = settings.transport,
                                                      .floating_buffers = settings.floating_buffers}));
+  detail::check_network_memory(*state->plan, settings, worker);
   try {
     state->identity = fingerprint_job(job);
   } catch (const job_refused& e) {

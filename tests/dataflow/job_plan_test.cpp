@@ -109,3 +109,23 @@ TEST_CASE("job_plan: transport names parse both ways") {
   CHECK_FALSE(parse_transport("udp").has_value());
   CHECK(std::string(to_string(transport_kind::tcp)) == "tcp");
 }
+
+TEST_CASE("job_plan: the memory budget names the busiest executor, its tasks and buffers, and the total") {
+  job_builder job = two_stages(4);
+  const job_plan plan = job_plan::make(job, plan_shape{.workers = 1, .executors = 2, .floating_buffers = 8});
+  const memory_budget m = plan.budget(32 * 1024);
+  CHECK(m.executors == 2);
+  CHECK(m.busiest_tasks == 4);
+  CHECK(m.busiest.output == 2 * 20);
+  CHECK(m.busiest.priority == 2 * 4);
+  CHECK(m.busiest.exclusive == 2 * 8);
+  CHECK(m.busiest.floating == 2 * 8);
+  CHECK(m.segments_per_executor == plan.segments_per_executor());
+  CHECK(m.total_bytes() == 2 * (2 * 24 + 2 * 16 + 16) * 32 * 1024);
+  // 64 x 64 on 64 executors: each executor a reader and a counter, 64 channels each way.
+  job_builder wide = two_stages(64);
+  const memory_budget w =
+      job_plan::make(wide, plan_shape{.workers = 1, .executors = 64, .floating_buffers = 8}).budget(32 * 1024);
+  CHECK(w.segments_per_executor == (3 * 64 + 8 + 4) + (2 * 64 + 8) + 16);
+  CHECK(w.total_bytes() == std::size_t{64} * w.segments_per_executor * 32 * 1024);
+}

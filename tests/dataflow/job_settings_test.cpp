@@ -130,6 +130,21 @@ TEST_CASE("a negative min_pause and retained_checkpoints 0 are refused") {
   CHECK_THROWS_WITH(w.run(), Catch::Contains("retained_checkpoints must be at least 1"));
 }
 
+TEST_CASE("a job that needs more network memory than network_memory_limit_bytes is refused before it starts, with the numbers") {
+  wordcount_job w(10, 1);
+  job_settings& s = w.settings;
+  s.network_memory_limit_bytes = 1 << 20;  // the word count at parallelism 2 on 2 executors needs 2.9 MiB
+  CHECK_THROWS_WITH(w.run(), Catch::Contains("needs 2.9 MiB of network memory, over the limit of 1.0 MiB") &&
+                                 Catch::Contains("2 executors x 46 segments x 32 KiB") &&
+                                 Catch::Contains("raise --network-memory to at least 2.9 MiB"));
+  CHECK_FALSE(std::filesystem::exists(w.output()));  // refused before anything was made
+  CHECK_FALSE(std::filesystem::exists(s.checkpoint_dir));
+  s.network_memory_limit_bytes = 1024;  // below one segment
+  CHECK_THROWS_WITH(w.run(), Catch::Contains("below one segment"));
+  s.network_memory_limit_bytes = std::size_t{1} << 30;
+  CHECK(w.run().exit_code == 0);
+}
+
 TEST_CASE("progress reports how far the sources read their files, what they produced and what the sinks wrote") {
   wordcount_job w(200'000, 8);
   job_settings& s = w.settings;

@@ -13,7 +13,11 @@
 // - The memory budget: each task's pools hold at most task_buffers (its output queue, priority
 //   events, 2 exclusive buffers per input channel and the floating ones). run_job sizes the pools
 //   from exactly these numbers, and an executor's share of network memory is the sum over its tasks
-//   (plus slack), so no pool ever waits for a segment another pool of the job may hold.
+//   (plus slack), so no pool ever waits for a segment another pool of the job may hold. The whole:
+//     network memory = executors x (max over executors of the sum of task_buffers::total() + 16)
+//                      x segment_bytes
+//   mapped and faulted in at start (buffers/segment.hpp); memory_budget() breaks it down, and a job
+//   over job_settings::network_memory_limit_bytes is refused before it starts.
 //
 // make() checks the graph: at least one stage, every stage closed by a tail, upstreams defined
 // before their consumers, one consumer per stage; and the shape (at least one worker and executor).
@@ -51,6 +55,17 @@ struct task_buffers {
   std::size_t exclusive = 0;  // 2 per input channel (none for a source)
   std::size_t floating = 0;   // shared by the input channels (none for a source)
   std::size_t total() const noexcept { return output + priority + exclusive + floating; }
+};
+
+// What one worker's network memory is made of (see the formula above).
+struct memory_budget {
+  unsigned executors = 0;
+  std::size_t segment_bytes = 0;
+  std::size_t segments_per_executor = 0;  // the busiest executor's tasks' buffers + 16
+  unsigned busiest_executor = 0;
+  std::size_t busiest_tasks = 0;          // tasks on the busiest executor
+  task_buffers busiest;                   // their buffers, summed
+  std::size_t total_bytes() const noexcept { return std::size_t{executors} * segments_per_executor * segment_bytes; }
 };
 
 struct stage_plan {
@@ -99,6 +114,8 @@ class job_plan {
   // Segments each executor's pool of `worker` gets: the sum of task_buffers over the tasks of its
   // most demanding executor, plus 16 (every executor gets the same share).
   std::size_t segments_per_executor(unsigned worker = 0) const noexcept;
+  // The network memory `worker` maps at start, broken down (segment_bytes: job_settings').
+  memory_budget budget(std::size_t segment_bytes, unsigned worker = 0) const noexcept;
 
  private:
   transport_kind transport_between(snapshot::task_id a, snapshot::task_id b) const noexcept;

@@ -104,6 +104,11 @@ struct job_settings {
   // Network-memory segment (buffer) size: a power of two, 4 KiB to 32 KiB (a TCP frame's payload).
   // Smaller ones make more records span buffers (the simulation draws it).
   std::size_t segment_bytes = buffers::default_segment_bytes;
+  // The most network memory (channel buffers) the job may map at start; the job's need follows from
+  // its shape (job_plan.hpp: executors x the busiest executor's buffers x segment_bytes), and a job
+  // that needs more is refused before it starts, with the numbers. 1 GiB, as Flink's default
+  // network-memory maximum.
+  std::size_t network_memory_limit_bytes = std::size_t{1} << 30;
   // The largest record any channel carries (a line read is one record; its encoding may add up to
   // 4 KiB of framing): larger ones fail the job, naming the task and the size. Records span buffers
   // (segment_bytes), in every checkpoint mode. 1 byte to 1 GiB.
