@@ -4,8 +4,8 @@
 //   2. open the ongoing checkpoint's file and write its header;
 //   3. write its queued records, up to 16 at once (each at its own offset): record header, then
 //      payload straight from the view;
-//   4. once both directions are finished and the queue is empty: `end` record, fsync, close, and
-//      the checkpoint completes.
+//   4. once both directions are finished and the queue is empty: `end` record (then on_written:
+//      the file holds its bytes), fsync, close, and the checkpoint completes.
 // Before every write it submits -- the first of a record's header or payload, and each
 // continuation after a short write -- it checks whether the checkpoint was aborted meanwhile; if so
 // it issues nothing more for it (scenario 3: a batch's writes already in flight complete, none
@@ -157,6 +157,8 @@ runtime::task<void> channel_state_writer::finalize(checkpoint_job* job) {
     fail(*job, written.error());
     co_return;
   }
+  if (on_written_) on_written_(job->id);
+  if (job->aborted) co_return;  // the callback aborted it
   if (SLUICE_PLANTED("manifest-before-state")) {
     // The checkpoint completes (the task acknowledges, the coordinator commits the manifest) before
     // its state file is durable: the fsync comes after.

@@ -43,8 +43,6 @@ struct inbox_hop {
   void await_resume() const noexcept {}
 };
 
-runtime::task<bool> wait_event(runtime::event* e) { co_return co_await e->wait(); }
-
 bool quiet(abort_reason reason) noexcept {
   return reason == abort_reason::subsumed || reason == abort_reason::cancelled;
 }
@@ -88,6 +86,10 @@ void coordinator::acknowledge(task_id task, checkpoint_id id, task_checkpoint_st
   home_->post([this, task, id, stats = std::move(stats)]() mutable { on_acknowledged(task, id, std::move(stats)); });
 }
 
+void coordinator::written(task_id task, checkpoint_id id) {
+  home_->post([this, task, id] { on_written(task, id); });
+}
+
 void coordinator::decline(task_id task, checkpoint_id id, abort_reason reason, std::string detail) {
   home_->post([this, task, id, reason, detail = std::move(detail)] { on_declined(task, id, reason, detail); });
 }
@@ -111,6 +113,15 @@ void coordinator::on_removed(task_id task, const std::string& why) {
   }
 }
 
+void coordinator::on_written(task_id task, checkpoint_id id) {
+  assert_home();
+  auto it = pending_.find(id);
+  if (it == pending_.end() || it->second.verdict || !it->second.tasks.contains(task)) return;
+  pending_checkpoint& p = it->second;
+  p.written.insert(task);
+  if (p.written.size() == p.tasks.size()) p.decided.set();
+}
+
 void coordinator::on_acknowledged(task_id task, checkpoint_id id, task_checkpoint_stats stats) {
   assert_home();
   auto it = pending_.find(id);
@@ -119,7 +130,7 @@ void coordinator::on_acknowledged(task_id task, checkpoint_id id, task_checkpoin
     return;
   }
   pending_checkpoint& p = it->second;
-  if (p.verdict || p.at == stage::committing) return;
+  if (p.verdict) return;
   if (!p.tasks.contains(task)) {
     runtime::log::warn("checkpoint {}: acknowledgement from task {}, which is not part of it, ignored", id, task);
     return;
@@ -128,7 +139,9 @@ void coordinator::on_acknowledged(task_id task, checkpoint_id id, task_checkpoin
     runtime::log::warn("checkpoint {}: task {} acknowledged twice", id, task);
     return;
   }
-  if (p.acks.size() == p.tasks.size()) p.decided.set();
+  p.written.insert(task);  // durable implies written
+  if (p.written.size() == p.tasks.size()) p.decided.set();
+  if (p.acks.size() == p.tasks.size()) p.durable.set();
 }
 
 void coordinator::on_declined(task_id task, checkpoint_id id, abort_reason reason, const std::string& detail) {
@@ -139,9 +152,17 @@ void coordinator::on_declined(task_id task, checkpoint_id id, abort_reason reaso
 }
 
 void coordinator::request_abort(pending_checkpoint& p, abort_reason reason, std::string detail) {
-  if (p.verdict || p.at == stage::committing) return;  // decided already, or past the point of no return
+  // Decided already, or past the point of no return: committing with every state file durable.
+  if (p.verdict || (p.at == stage::committing && p.acks.size() == p.tasks.size())) return;
   p.verdict = checkpoint_outcome::aborted(reason, std::move(detail));
   p.decided.set();
+  p.durable.set();
+}
+
+void coordinator::fail_commit(pending_checkpoint& p, std::string detail) {
+  if (!p.verdict) p.verdict = checkpoint_outcome::aborted(abort_reason::io_error, std::move(detail));
+  p.decided.set();
+  p.durable.set();
 }
 
 void coordinator::abort_all_pending(abort_reason reason, const std::string& detail) {
@@ -324,20 +345,16 @@ runtime::task<void> coordinator::drive(checkpoint_id id) {
     entry.second.executor->post([target, id, mode, trigger] { target->trigger_checkpoint(id, mode, trigger); });
   }
 
-  if (p.acks.size() < p.tasks.size()) {
-    const auto waited = co_await runtime::with_timeout(wait_event(&p.decided), options_.checkpoint_timeout);
+  if (p.written.size() < p.tasks.size()) {
+    const auto waited = co_await runtime::with_timeout(wait_for(&p.decided), options_.checkpoint_timeout);
     if (!waited.has_value()) {
-      std::string missing;
-      for (const auto& entry : p.tasks) {
-        if (!p.acks.contains(entry.first)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", entry.first);
-      }
       request_abort(p, abort_reason::expired,
                     fmt::format("checkpoint {} expired after {} ms; not acknowledged by task(s) {}", id,
-                                options_.checkpoint_timeout.count(), missing));
+                                options_.checkpoint_timeout.count(), missing_tasks(p, false)));
     }
   }
   if (p.verdict) co_return;
-  if (p.acks.size() < p.tasks.size()) {  // stopped while waiting (stop() sets the verdict first)
+  if (p.written.size() < p.tasks.size()) {  // stopped while waiting (stop() sets the verdict first)
     request_abort(p, abort_reason::cancelled, "the checkpoint coordinator is stopping");
     co_return;
   }
@@ -359,54 +376,8 @@ runtime::task<void> coordinator::drive(checkpoint_id id) {
   if (p.verdict) co_return;
   p.at = stage::committing;
   // The commit runs to its end even under stop(): a half-done commit is undone by storage anyway,
-  // and the outcome must match what is on disk.
-  auto committed = co_await runtime::with_stop_token(commit(id), std::stop_token{});
-  if (committed) {
-    p.committed = true;
-  } else {
-    p.at = stage::triggered;
-    request_abort(p, abort_reason::io_error,
-                  fmt::format("checkpoint {}: commit failed: {}", id, committed.error().message()));
-  }
-}
-
-runtime::task<void> coordinator::prepare(checkpoint_storage* storage, checkpoint_id id, std::vector<task_id> tasks,
-                                         std::shared_ptr<preparation> into) {
-  auto prepared = co_await runtime::with_stop_token(storage->prepare_checkpoint(id, std::move(tasks)), std::stop_token{});
-  if (!prepared) into->failure = std::move(prepared).error();
-  into->done.set();
-}
-
-runtime::task<void> coordinator::await_prepared(std::shared_ptr<preparation> p) {
-  while (!p->done.is_set()) {
-    const bool woken = co_await runtime::with_stop_token(wait_event(&p->done), std::stop_token{});
-    (void)woken;
-  }
-}
-
-runtime::task<io::result<void>> coordinator::commit(checkpoint_id id) {
-  pending_checkpoint& p = pending_.at(id);
-  checkpoint_manifest manifest;
-  manifest.checkpoint = id;
-  manifest.mode = p.mode;
-  manifest.metadata = options_.job_metadata;
-  for (auto it = p.acks.begin(); it != p.acks.end(); ++it) {
-    const task_id task = it->first;
-    if (!options_.verify_state_files && it->second.state_file) {
-      manifest_file file = *it->second.state_file;
-      file.name = state_file_name(task);
-      manifest.files.push_back(std::move(file));
-      continue;
-    }
-    auto described = co_await storage_->describe_state_file(id, task);
-    if (!described) co_return std::move(described).error();
-    manifest.files.push_back(std::move(described).value());
-  }
-  io::result<void> written = co_await storage_->commit_manifest(std::move(manifest));
-  if (!written || !options_.publish) co_return written;
-  io::result<void> published = co_await options_.publish(id);
-  if (!published) co_return io::error(published.error().code(), "publishing: " + published.error().message());
-  co_return published;
+  // and the outcome must match what is on disk. stop() still ends its wait for acknowledgements.
+  co_await runtime::with_stop_token(commit(id), std::stop_token{});
 }
 
 runtime::task<void> coordinator::finish(checkpoint_id id) {

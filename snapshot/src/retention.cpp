@@ -12,6 +12,7 @@
 // At start (at_start: no writer runs yet), every uncommitted directory but the newest of all goes,
 // so a job whose checkpoints keep failing (a full disk) does not pile them up across restarts.
 
+#include <sluice/io/file.hpp>
 #include <sluice/io/fs.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
@@ -115,6 +116,18 @@ runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoin
     }
   }
   co_return report;
+}
+
+// An aborted checkpoint's manifest, written before the abort (coordinator_commit.cpp), goes away,
+// durably: until then recovery might take chk-<id> for committed.
+runtime::task<io::result<void>> checkpoint_storage::withdraw_manifest(checkpoint_id id) {
+  const std::string dir = checkpoint_dir(id);
+  const std::string what = fmt::format("withdraw checkpoint {}", id);
+  auto removed = co_await io::remove(fmt::format("{}/{}", dir, manifest_file_name));
+  if (!removed && !is_enoent(removed.error())) co_return io::error(removed.error().code(), what + ": " + removed.error().message());
+  auto synced = co_await io::fsync_directory(dir);
+  if (!synced) co_return io::error(synced.error().code(), what + ": " + synced.error().message());
+  co_return io::success();
 }
 
 }  // namespace sluice::snapshot

@@ -20,6 +20,7 @@ namespace bf = sluice::buffers;
 task_checkpoint::task_checkpoint(task_checkpoint_options options, checkpoint_subject& subject)
     : options_(std::move(options)), subject_(&subject), writer_(options_.task) {
   assert(options_.acknowledger != nullptr);
+  writer_.on_written([this](checkpoint_id id) { options_.acknowledger->written(options_.task, id); });
 }
 
 io::error task_checkpoint::failure(std::string what) const {

@@ -11,8 +11,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -180,4 +182,69 @@ TEST_CASE("twenty checkpoints in a row on io_uring each leave a valid file with 
             pattern_bytes(1 + (i * 131) % segment_bytes, static_cast<std::uint32_t>(id * 100 + i)));
     }
   }
+}
+
+// --- written before durable -------------------------------------------------------------------
+
+namespace {
+
+struct written_seen {
+  std::vector<checkpoint_id> written_before_fsync;  // on_written calls when the fsync was pending
+  bool undecided_at_fsync = false;                  // result(id) still open with the fsync pending
+  std::uintmax_t file_bytes_at_fsync = 0;
+  std::vector<checkpoint_id> written_total;
+  std::optional<checkpoint_outcome> outcome;
+};
+
+// Checkpoint 4: operator state only; every operation is performed for real by hand, the fsync
+// failing (EIO) when `fail_fsync`.
+task<void> written_then_synced(std::string chk, runtime::test_backend* backend, bool fail_fsync, written_seen* seen) {
+  backend->set_auto(false);
+  channel_state_writer writer(test_task);
+  writer.on_written([seen](checkpoint_id id) { seen->written_total.push_back(id); });
+  std::vector<operator_snapshot> ops;
+  ops.push_back({0, pattern_bytes(3000, 1)});
+  REQUIRE(writer.start_aligned(4, chk, std::move(ops)).ok());
+  for (int step = 0; step < 50 && !seen->outcome; ++step) {
+    co_await test::turns(3);
+    runtime::io_op* op = test::oldest_op(*backend);
+    if (op == nullptr) {
+      seen->outcome = writer.try_result(4);
+      continue;
+    }
+    if (op->code == runtime::op_code::fsync) {
+      seen->written_before_fsync = seen->written_total;
+      seen->undecided_at_fsync = !writer.try_result(4).has_value();
+      std::error_code ec;
+      seen->file_bytes_at_fsync = std::filesystem::file_size(chk + "/" + state_file_name(test_task), ec);
+      if (fail_fsync) {
+        backend->complete(*op, -EIO);
+        continue;
+      }
+    }
+    backend->perform(*op);
+  }
+  backend->set_auto(true);
+  co_await writer.close();
+}
+
+}  // namespace
+
+TEST_CASE("the writer reports a checkpoint written once its file holds every byte, before the fsync decides it") {
+  temp_dir dir;
+  const std::string chk = dir.file("chk-4");
+  std::filesystem::create_directories(chk);
+  const bool fail_fsync = GENERATE(false, true);
+  INFO("fsync fails: " << fail_fsync);
+  runtime::test_backend* backend = nullptr;
+  written_seen seen;
+  auto options = test::hand_driven(backend);
+  sync_wait(written_then_synced(chk, backend, fail_fsync, &seen), std::move(options));
+  CHECK(seen.written_before_fsync == std::vector<checkpoint_id>{4});
+  CHECK(seen.written_total == std::vector<checkpoint_id>{4});  // once
+  CHECK(seen.undecided_at_fsync);
+  CHECK(seen.file_bytes_at_fsync == expected_file(4, {{record_type::operator_state, 0, 0, pattern_bytes(3000, 1)}}).size());
+  REQUIRE(seen.outcome.has_value());
+  CHECK(seen.outcome->completed() == !fail_fsync);
+  if (fail_fsync) CHECK(seen.outcome->reason == abort_reason::io_error);
 }

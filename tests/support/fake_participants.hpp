@@ -3,7 +3,7 @@
 // source's trigger_checkpoint(N) "sends barrier N" to every task of the job (a post to its
 // executor), and each task then answers as its policy says: write a real state file for N (the
 // sample file of checkpoint_files.hpp, as the channel-state writer would) and acknowledge, decline,
-// or stay silent, at once or after a (virtual) delay. Every call a task receives is recorded, on
+// or stay silent, at once or after a (virtual) delay, optionally reporting it written first. Every call a task receives is recorded, on
 // its own executor; read the records after remove_all() (same executor) or after the engine stopped.
 //
 //   fake_job job(c, storage);
@@ -54,6 +54,9 @@ struct reply {
   // ack: also describe the file in the acknowledgement (size, CRC32C), off by `crc_error`.
   bool describe_file = false;
   std::uint32_t crc_error = 0;
+  // Write the state file and report it written at once (as the channel-state writer does before
+  // its fsync), then answer as above after `delay`: the fsync's end (ack) or failure (decline).
+  bool written_first = false;
 };
 
 struct abort_note {
@@ -182,6 +185,10 @@ void fake_task::on_barrier(snapshot::checkpoint_id id) {
   check_home();
   barriers.push_back(id);
   reply r = policy(id);
+  if (r.written_first) {
+    write_bytes(job_->storage().state_file_path(id, id_), sample_task_file(id, id_));
+    job_->coordinator().written(id_, id);
+  }
   if (r.delay.count() > 0) {
     replies_.spawn(answer_later(this, id, std::move(r)));
   } else {

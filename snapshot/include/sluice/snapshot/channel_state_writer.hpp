@@ -23,7 +23,9 @@
 //   the data also declines the ongoing checkpoint: its channel state would be incomplete.
 // - The checkpoint completes once finish_input and finish_output were both called and every write
 //   is done: the pump writes the `end` record, fsyncs and closes the file. start_aligned() opens a
-//   checkpoint with operator state only (scenario 13): both finishes are implied.
+//   checkpoint with operator state only (scenario 13): both finishes are implied. Between the `end`
+//   record and the fsync the file holds all its bytes (not yet durable): the on_written callback
+//   runs then, so the coordinator can write the manifest while the fsync runs.
 // - An I/O error (ENOSPC, EIO, a write with no progress) aborts that checkpoint with io_error and
 //   the file path and errno text; its queued buffers are released; the next checkpoint can succeed.
 //   The file of an aborted checkpoint is closed and LEFT in place, without an `end` record (so any
@@ -63,6 +65,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -147,6 +150,11 @@ class channel_state_writer {
   // The same answer without waiting: nullopt while `id` is undecided.
   std::optional<checkpoint_outcome> try_result(checkpoint_id id) const;
 
+  // Called on the owner executor, from the pump, once checkpoint `id`'s file holds every byte (its
+  // `end` record written) and its fsync is about to start. Not called for an aborted checkpoint;
+  // result(id) still decides whether the file became durable.
+  void on_written(std::function<void(checkpoint_id)> callback) { on_written_ = std::move(callback); }
+
   // Aborts the ongoing checkpoint (cancelled), cancels in-flight writes, waits for the pump and
   // resolves every waiter. Later calls are refused with writer_errc::closed. Idempotent.
   runtime::task<void> close();
@@ -219,6 +227,7 @@ class channel_state_writer {
   std::deque<kept_outcome> history_;          // newest last, at most outcome_history
   std::optional<kept_outcome> last_completed_;
   runtime::detail::wait_list waiters_;        // result_awaiters of undecided ids
+  std::function<void(checkpoint_id)> on_written_;
   runtime::scope pump_scope_;
   bool pumping_ = false;
   bool closing_ = false;

@@ -8,7 +8,9 @@
 //   notify_checkpoint_complete(N)  every task of N, once N's manifest is durable: sinks commit here;
 //   notify_checkpoint_aborted(N)   every task of N, with the reason; it may arrive before barrier N.
 // The task answers from its own executor with coordinator::acknowledge (its state file for N is
-// written and fsynced) or coordinator::decline; both post to the coordinator. Ids only grow, and a
+// written and fsynced) or coordinator::decline; both post to the coordinator. Before acknowledging
+// it may report written (the file holds every byte, its fsync runs), so the coordinator writes the
+// manifest while the tasks' fsyncs run; N completes only once every acknowledgement is in. Ids only grow, and a
 // task must accept any order: complete(N+1) before abort(N), abort(N) before barrier N.
 //
 // The methods must not block. They may call acknowledge/decline directly (those only post).
@@ -65,6 +67,10 @@ struct task_checkpoint_stats {
 class checkpoint_acknowledger {
  public:
   virtual ~checkpoint_acknowledger() = default;
+  // The task's state file for `id` holds every byte; its fsync is under way (acknowledge follows,
+  // or decline). Optional: an acknowledgement implies it.
+  virtual void written(task_id, checkpoint_id) {}
+  // The task's state file for `id` is durable.
   virtual void acknowledge(task_id task, checkpoint_id id, task_checkpoint_stats stats) = 0;
   virtual void decline(task_id task, checkpoint_id id, abort_reason reason, std::string detail) = 0;
 };

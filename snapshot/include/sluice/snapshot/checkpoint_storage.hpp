@@ -150,6 +150,10 @@ class checkpoint_storage {
   // succeeds only once every name and byte recovery needs is durable. created_unix_ms == 0 is
   // replaced with the current time.
   runtime::task<io::result<void>> commit_manifest(checkpoint_manifest manifest);
+  // Takes back the manifest of a checkpoint that aborted after commit_manifest succeeded (a task's
+  // state file never became durable): unlinks `_manifest` and fsyncs chk-<id>/. A missing one is
+  // fine. Errors are prefixed "withdraw checkpoint <id>: ".
+  runtime::task<io::result<void>> withdraw_manifest(checkpoint_id id);
   // Describes every task's file (read back and validated), then commits. Returns the manifest.
   runtime::task<io::result<checkpoint_manifest>> commit_verified(checkpoint_id id, checkpoint_mode mode,
                                                                  std::vector<task_id> tasks,

@@ -9,15 +9,22 @@
 //      concurrently with the tasks' snapshots, never delaying the trigger: it creates `_manifest`
 //      and every task's state file name empty (never truncating) and fsyncs chk-N/ and the root,
 //      so the commit needs only the manifest's own bytes durable.
-//   2. wait until every task registered at the trigger acknowledged N (its state file is durable).
-//      A decline, `checkpoint_timeout` (expired), a task joining or leaving (coordinator), a newer
-//      checkpoint completing (subsumed) or stop() (cancelled) aborts N instead.
-//   3. commit: wait for the preparation (its failure aborts N with io_error), describe each task's
-//      file (read back and validated end to end, or the writer's description with
-//      verify_state_files = false) and commit the manifest (written in place, fdatasync): the
-//      commit point.
-//      Commits run one at a time, in completion order; once a commit has started, only its own
-//      failure (io_error) can abort N.
+//   2. wait until every task registered at the trigger reported N written (its state file holds
+//      every byte; its fsync runs) or acknowledged it (durable, which implies written). A decline,
+//      `checkpoint_timeout` (expired), a task joining or leaving (coordinator), a newer checkpoint
+//      completing (subsumed) or stop() (cancelled) aborts N instead.
+//   3. commit: wait for the preparation (its failure aborts N with io_error), then, concurrently,
+//      (a) describe each task's file (read back and validated end to end, or the writer's
+//      description with verify_state_files = false) and write the manifest (in place, fdatasync),
+//      and (b) wait until every task acknowledged N (its state file durable). So the manifest's
+//      write and sync overlap the tasks' fsyncs instead of following them. N completes only once
+//      both are done (and, with `publish`, published): the manifest and every file it names are
+//      durable. A crash in between leaves a manifest whose files do not validate (recovery skips
+//      it) or whose files all are durable. If a task declines, leaves or does not acknowledge in
+//      time, or stop() comes, before every acknowledgement is in, N aborts and its manifest, once
+//      written, is taken back (unlinked, the directory fsynced).
+//      Commits run one at a time, in completion order; once every task acknowledged, only the
+//      commit's own failure (io_error) can abort N.
 //   4. post complete(N) to every task of N (sinks commit staged output), abort older pending
 //      checkpoints as subsumed, then run a retention pass (keep the newest K, drop aborted dirs).
 //      An aborted N instead posts abort(N, reason) to every task of N; retention removes chk-N/ once
@@ -48,6 +55,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -131,6 +139,8 @@ class coordinator final : public checkpoint_acknowledger {
   // and resolves once no call from the coordinator can reach it any more. Call from an executor;
   // it resumes on the task's executor, then on the caller's if that differs.
   runtime::task<void> remove_participant(task_id task, std::string why);
+  // The task's state file for `id` holds every byte (its fsync runs): the manifest may be written.
+  void written(task_id task, checkpoint_id id) override;
   // The task's state file for `id` is durable.
   void acknowledge(task_id task, checkpoint_id id, task_checkpoint_stats stats) override;
   // The task cannot take checkpoint `id` (not_ready while replaying recovered state, io_error, ...).
@@ -189,11 +199,13 @@ class coordinator final : public checkpoint_acknowledger {
     std::chrono::steady_clock::time_point triggered_at{};
     std::uint64_t triggered_unix_ms = 0;
     std::map<task_id, participant_entry> tasks;  // the task set at the trigger
-    std::map<task_id, task_checkpoint_stats> acks;
+    std::set<task_id> written;                      // reported written, or acknowledged
+    std::map<task_id, task_checkpoint_stats> acks;  // acknowledged: durable
     stage at = stage::creating;
     std::optional<checkpoint_outcome> verdict;  // an abort, once decided
-    runtime::event decided;                     // all acknowledged, or verdict set
-    bool committed = false;                     // the manifest is durable
+    runtime::event decided;                     // all written, or verdict set
+    runtime::event durable;                     // all acknowledged, or verdict set
+    bool committed = false;                     // completed: the manifest and every state file durable
     bool holds_commit_slot = false;
     outcome_slot* waiter = nullptr;
     std::shared_ptr<preparation> prepared;  // set once chk-N/ exists; done before finish()
@@ -201,9 +213,12 @@ class coordinator final : public checkpoint_acknowledger {
 
   void on_added(task_id task, participant_entry entry);
   void on_removed(task_id task, const std::string& why);
+  void on_written(task_id task, checkpoint_id id);
   void on_acknowledged(task_id task, checkpoint_id id, task_checkpoint_stats stats);
   void on_declined(task_id task, checkpoint_id id, abort_reason reason, const std::string& detail);
   void request_abort(pending_checkpoint& p, abort_reason reason, std::string detail);
+  // The commit itself failed: aborts N (io_error) even once every task acknowledged.
+  static void fail_commit(pending_checkpoint& p, std::string detail);
   void abort_all_pending(abort_reason reason, const std::string& detail);
 
   runtime::task<void> trigger_loop();
@@ -216,9 +231,16 @@ class coordinator final : public checkpoint_acknowledger {
   // Runs prepare_checkpoint to its end (not cancelled by stop()) and records its result.
   static runtime::task<void> prepare(checkpoint_storage* storage, checkpoint_id id, std::vector<task_id> tasks,
                                      std::shared_ptr<preparation> into);
+  static runtime::task<bool> wait_for(runtime::event* e);
+  // The tasks of `p` that have not acknowledged (durable) or not reported written, "2, 5".
+  static std::string missing_tasks(const pending_checkpoint& p, bool durable);
   // Waits, not cancellable, until `p` is done.
   static runtime::task<void> await_prepared(std::shared_ptr<preparation> p);
-  runtime::task<io::result<void>> commit(checkpoint_id id);
+  // Step 3 (coordinator_commit.cpp): sets p.committed, or the verdict.
+  runtime::task<void> commit(checkpoint_id id);
+  runtime::task<io::result<void>> write_manifest(checkpoint_id id);
+  runtime::task<bool> wait_durable(checkpoint_id id);  // true once every task acknowledged
+  runtime::task<void> withdraw(checkpoint_id id);       // takes an aborted checkpoint's manifest back
   runtime::task<void> finish(checkpoint_id id);
   void record(const pending_checkpoint& p, const checkpoint_outcome& outcome);
   bool enough_participants() const;

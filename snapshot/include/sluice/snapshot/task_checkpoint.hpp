@@ -17,7 +17,8 @@
 // Channel state is a byte stream per channel, not whole records: a sender's part may begin inside
 // a record whose first part the receiver holds as its partial record. The receiver's part, then the
 // sender's part, then what follows on the channel, is the exact stream; recovery feeds them in that
-// order. A watcher acknowledges or declines N once the writer's result is in.
+// order. The task reports N written as soon as its file holds every byte (the writer's on_written,
+// before the fsync), and a watcher acknowledges or declines N once the writer's result is in.
 //
 // Every call runs on the task's executor.
 
