@@ -39,7 +39,7 @@ executor::executor(executor_options options)
       batch_limit_(options.batch_limit == 0 ? 1 : options.batch_limit),
       order_(options.order),
       blocking_(options.blocking),
-      spin_before_sleep_(options.spin_before_sleep),
+      spin_(options.spin_before_sleep),
       backend_(options.backend ? std::move(options.backend) : make_backend(options.uring)) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "executor: eventfd");
@@ -154,20 +154,25 @@ void executor::turn(bool may_wait) {
 
 void executor::wait_for_work(bool io_waiting) {
   // After recent cross-thread traffic, spin briefly on the inbox first: a reply is likely soon and
-  // waking from the ring costs microseconds. The re-armed wake-up read counts as pending work until
-  // it is submitted, so submit first and look again.
-  if (recent_inbox_traffic_ && io_waiting && spin_before_sleep_.count() > 0) {
+  // waking from the ring costs microseconds. How long is learnt (spin_policy): a spin that finds
+  // nothing, as on an oversubscribed machine, shortens the next ones down to none. The re-armed
+  // wake-up read counts as pending work until it is submitted, so submit first and look again.
+  const std::chrono::nanoseconds spin = recent_inbox_traffic_ ? spin_.next() : std::chrono::nanoseconds{0};
+  if (spin.count() > 0 && io_waiting) {
     backend_->poll(false);
     io_waiting = backend_->has_pending_work() || backend_->outstanding() > (wake_armed_ ? 1u : 0u);
     if (!ready_.empty()) return;
   }
-  if (recent_inbox_traffic_ && !io_waiting && spin_before_sleep_.count() > 0) {
+  if (spin.count() > 0 && !io_waiting) {
     recent_inbox_traffic_ = false;
-    const auto until = std::chrono::steady_clock::now() + spin_before_sleep_;
+    const auto until = std::chrono::steady_clock::now() + spin;
+    bool paid_off = false;
     do {
       for (int i = 0; i < 8; ++i) SLUICE_CPU_RELAX();
-      if (inbox_.maybe_nonempty()) return;
-    } while (std::chrono::steady_clock::now() < until);
+      paid_off = inbox_.maybe_nonempty();
+    } while (!paid_off && std::chrono::steady_clock::now() < until);
+    spin_.record(paid_off);
+    if (paid_off) return;
   }
   sleeping_.store(true, std::memory_order_seq_cst);
   if (inbox_.maybe_nonempty()) {

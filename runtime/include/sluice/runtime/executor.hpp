@@ -18,6 +18,7 @@
 
 #include <sluice/runtime/detail/inbox.hpp>
 #include <sluice/runtime/detail/ready_queue.hpp>
+#include <sluice/runtime/detail/spin_policy.hpp>
 #include <sluice/runtime/io_backend.hpp>
 #include <sluice/runtime/task.hpp>
 
@@ -50,7 +51,8 @@ struct executor_options {
   std::unique_ptr<io_backend> backend{};
   // Ready coroutines resumed per loop turn before the kernel is entered again.
   unsigned batch_limit = 256;
-  // Spin this long checking the inbox before sleeping, after recent cross-thread traffic.
+  // Spin at most this long checking the inbox before sleeping, after recent cross-thread traffic;
+  // less, or not at all, while recent spins did not pay off (detail::spin_policy). Zero: never spin.
   std::chrono::microseconds spin_before_sleep{50};
   // Under a simulation: it picks which ready coroutine each resume takes (simulation::pick_ready).
   simulation* order = nullptr;
@@ -167,7 +169,7 @@ class executor {
   unsigned batch_limit_;
   simulation* order_;  // null outside a simulation: FIFO
   blocking_pool* blocking_;  // null: default_blocking_pool()
-  std::chrono::microseconds spin_before_sleep_;
+  detail::spin_policy spin_;
   std::unique_ptr<io_backend> backend_;
   detail::ready_queue ready_;
   detail::ready_queue deferred_;  // yield_to_io(): run next turn, after the ring was polled
