@@ -42,6 +42,8 @@ inline constexpr std::uint64_t max_interval_ms = 3'600'000;
 inline constexpr std::uint64_t max_slow_sink_us = 100'000;
 inline constexpr unsigned max_parallelism = 64;  // tasks per stage
 inline constexpr unsigned max_executors = 64;    // threads, each with its own io_uring
+// --network-memory: 1 TiB in MiB, more than any machine maps for channel buffers.
+inline constexpr std::uint64_t max_network_memory_mib = 1'048'576;
 }  // namespace limits
 
 // Accepts a decimal whole number in [min, max]; the message of a rejection says why and the range.

@@ -39,12 +39,10 @@ void add_job_options(CLI::App& command, job_cli_options& o) {
   add_number_option(command, "--max-record-bytes", o.max_record_bytes,
                     "The largest record (a line read is one record); a larger one fails the job", 1,
                     std::uint64_t{1} << 30);
-  command
-      .add_option("--network-memory", o.network_memory_bytes,
-                  "The most memory for channel buffers, e.g. 512MiB or 2GiB (the need: executors x the busiest "
-                  "executor's buffers x 32 KiB); a job that needs more is refused at start, with the numbers")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
+  add_number_option(command, "--network-memory", o.network_memory_mib,
+                    "MiB for channel buffers at most (the need: executors x the busiest executor's buffers x "
+                    "32 KiB); a job that needs more is refused at start, with the numbers",
+                    1, limits::max_network_memory_mib);
   command.add_flag("--quiet", o.quiet, "No progress line (the final summary is always printed)");
   command.add_option("--on-sigterm", o.on_sigterm,
                      "SIGTERM: drain (stop with a final checkpoint, exit 0) or now (as SIGINT: exit 130); "
@@ -75,7 +73,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
   settings.transport = *dataflow::parse_transport(o.transport);
   settings.executors = o.executors;
   settings.max_record_bytes = static_cast<std::size_t>(o.max_record_bytes);
-  settings.network_memory_limit_bytes = static_cast<std::size_t>(o.network_memory_bytes);
+  settings.network_memory_limit_bytes = static_cast<std::size_t>(o.network_memory_mib) << 20;
   settings.metrics_address = o.metrics;
   // Two threads use `line` and `sampler`, never at once: on_progress runs on the job's executor 0
   // thread, and this thread finishes the line after run_job returned, which it does only once every

@@ -19,7 +19,7 @@ struct job_cli_options {
   std::string transport = "local";
   unsigned executors = 2;
   std::uint64_t max_record_bytes = std::uint64_t{16} << 20;
-  std::uint64_t network_memory_bytes = std::uint64_t{1} << 30;  // --network-memory: the job's cap
+  std::uint64_t network_memory_mib = 1024;  // --network-memory: the job's cap of channel-buffer memory
   bool quiet = false;
   std::string on_sigterm = "drain";  // drain or now
   std::string metrics;  // --metrics HOST:PORT: Prometheus metrics at http://HOST:PORT/metrics

@@ -96,7 +96,7 @@ TEST_CASE("sluice bench wordcount --plot draws a PNG with gnuplot", "[plot]") {
   CHECK(bytes.substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8));
 }
 
-TEST_CASE("--plot into a missing directory or a name that is not .png fails before the benchmark runs", "[plot]") {
+TEST_CASE("a plot into a missing directory or with a name that is not .png fails before the benchmark runs", "[plot]") {
   const temp_dir dir;
   tool_run missing = run_sluice({"bench", "wordcount", "--lines", "100000000", "--plot", dir.file("no/such/x.png")});
   CHECK(missing.exit_code == 2);
