@@ -44,6 +44,10 @@ inline constexpr unsigned max_parallelism = 64;  // tasks per stage
 inline constexpr unsigned max_executors = 64;    // threads, each with its own io_uring
 // --network-memory: 1 TiB in MiB, more than any machine maps for channel buffers.
 inline constexpr std::uint64_t max_network_memory_mib = 1'048'576;
+// Nexmark: --events (nexmark-events writes ~130 bytes of JSON per event: at most ~1.3 TB, so
+// hours of a job, not of one file) and --first-event; --rate in events per second of event time.
+inline constexpr std::uint64_t max_nexmark_events = 10'000'000'000;
+inline constexpr std::uint64_t max_nexmark_rate = 1'000'000'000;
 }  // namespace limits
 
 // Accepts a decimal whole number in [min, max]; the message of a rejection says why and the range.

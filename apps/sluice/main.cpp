@@ -7,6 +7,7 @@
 //   sluice wordcount --input F --output D --checkpoint-dir C [...]   the word-count job
 //   sluice join --left F --right F --output D --checkpoint-dir C --window-ms W [...]   the window join
 //   sluice corpus / sluice join-input   generate inputs for them
+//   sluice nexmark-events --events N --output F   Nexmark's events as JSON lines
 //   sluice checkpoints DIR [--json] the checkpoints under DIR, validated, and the resume point
 
 #include "bench_ranges.hpp"
@@ -14,6 +15,7 @@
 #include "cli_options.hpp"
 #include "demo.hpp"
 #include "jobs_cmd.hpp"
+#include "nexmark_cmd.hpp"
 #include "simulate_cmd.hpp"
 
 #include <sluice/runtime/io_backend.hpp>
@@ -161,10 +163,16 @@ int main(int argc, char** argv) {
   sluice::apps::corpus_cli corpus_opts;
   sluice::apps::add_corpus_options(*corpus, corpus_opts);
 
+  CLI::App* nexmark_events = app.add_subcommand(
+      "nexmark-events", "Write Nexmark's generated events (Beam's generator) as JSON lines, to check queries with");
+  sluice::apps::nexmark_events_cli nexmark_events_opts;
+  sluice::apps::add_nexmark_events_options(*nexmark_events, nexmark_events_opts);
+
   // Every usage error of every command ends here: CLI11's message, exit 2.
   if (auto done = sluice::apps::parse_command_line(app, argc, argv)) return *done;
 
   if (corpus->parsed()) return sluice::apps::run_corpus(corpus_opts);
+  if (nexmark_events->parsed()) return sluice::apps::run_nexmark_events(nexmark_events_opts);
   if (simulate->parsed()) {
     try {
       return sluice::apps::run_simulate(simulate_opts);

@@ -130,6 +130,11 @@ runtime::task<io::result<std::uint64_t>> write_corpus(std::string path, std::uin
   co_return co_await write_generated(std::move(path), lines, corpus_line{&generator});
 }
 
+runtime::task<io::result<std::uint64_t>> write_generated_lines(std::string path, std::uint64_t lines,
+                                                               std::function<std::string_view(std::uint64_t)> line) {
+  co_return co_await write_generated(std::move(path), lines, std::move(line));
+}
+
 std::string join_input_line(const join_input_spec& spec, std::uint64_t n) {
   splitmix64 rng{(spec.seed ^ 0x6a6f696e6a6f696eull) + n * 0xd1342543de82ef95ull};
   rng.next();

@@ -17,6 +17,7 @@
 #include <sluice/runtime/task.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,5 +63,10 @@ runtime::task<io::result<std::uint64_t>> write_join_input(std::string path, join
 // followed by '\n', through io_uring in 256 KiB writes, then fsyncs and closes it. Yields the bytes
 // written. Errors name the operation and the path.
 runtime::task<io::result<std::uint64_t>> write_corpus(std::string path, std::uint64_t lines, std::uint64_t seed);
+
+// Writes line(n) for n in [0, lines), each followed by '\n', to `path` the same way (256 KiB writes,
+// fsync, close); the view line() returns must stay valid until the next call. Yields the bytes.
+runtime::task<io::result<std::uint64_t>> write_generated_lines(std::string path, std::uint64_t lines,
+                                                               std::function<std::string_view(std::uint64_t)> line);
 
 }  // namespace sluice::dataflow
