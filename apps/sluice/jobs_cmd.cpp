@@ -18,8 +18,6 @@
 
 namespace sluice::apps {
 
-namespace {
-
 void add_job_options(CLI::App& command, job_cli_options& o) {
   command.add_option("--checkpoint-dir", o.checkpoint_dir, "Where checkpoints go; a valid one there is resumed from")
       ->required();
@@ -55,6 +53,8 @@ void add_job_options(CLI::App& command, job_cli_options& o) {
   add_cluster_options(command, o.cluster);
 }
 
+namespace {
+
 snapshot::checkpoint_mode parse_mode(const std::string& m) {
   if (m == "unaligned") return snapshot::checkpoint_mode::unaligned;
   if (m == "aligned-timeout") return snapshot::checkpoint_mode::aligned_timeout;
@@ -64,7 +64,7 @@ snapshot::checkpoint_mode parse_mode(const std::string& m) {
 // The progress part of the summary: the whole run, at its average rate.
 std::string progress_text(const dataflow::job_progress& p) { return format_progress(summary_fields(p)); }
 
-int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) {
+int run(dataflow::job_builder& job, const job_cli_options& o, const char* what, const job_summary_fn& extra) {
   dataflow::job_settings settings;
   settings.checkpoint_dir = o.checkpoint_dir;
   settings.checkpoint_interval = std::chrono::milliseconds(o.checkpoint_interval_ms);
@@ -138,6 +138,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what) 
                            r.final.checkpoints_completed,
                            r.final.checkpoints_aborted, progress_text(r.final));
     if (r.exit_code != 0 || !r.message.empty()) summary += fmt::format("\nsluice {}: {}", what, r.message);
+    if (extra) summary += extra(r);
   }
   line.finish(summary);
   return r.exit_code;
@@ -154,24 +155,20 @@ void add_wordcount_options(CLI::App& command, wordcount_cli& o) {
   add_job_options(command, o.job);
 }
 
-namespace {
-
 // A sample job: its stages added by build(job), then run (run_job makes and locks the output
 // directory once the checkpoint is known to be this job's, so a refused run changes nothing). Bad
 // usage (a bad option, a graph that cannot run) is exit code 2.
-template <class Build>
-int run_sample(const char* what, const job_cli_options& o, Build build) {
+int run_sample(const char* what, const job_cli_options& o, const std::function<void(dataflow::job_builder&)>& build,
+               const job_summary_fn& extra) {
   try {
     dataflow::job_builder job(what);
     build(job);
-    return run(job, o, what);
+    return run(job, o, what, extra);
   } catch (const std::exception& e) {
     fmt::print(stderr, "sluice {}: {}\n", what, e.what());
     return 2;
   }
 }
-
-}  // namespace
 
 int run_wordcount(const wordcount_cli& o) {
   return run_sample("wordcount", o.job, [&o](dataflow::job_builder& job) {

@@ -5,7 +5,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sluice/dataflow/job_runner.hpp>
+
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace sluice::apps {
@@ -56,6 +59,16 @@ struct corpus_cli {
   std::uint64_t lines = 1'000'000;
   std::uint64_t seed = 42;
 };
+
+// The options every sample job takes (checkpoints, parallelism, transport, executors, ...).
+void add_job_options(CLI::App& command, job_cli_options& options);
+// What a sample job adds to its summary once it ran (a line starting with '\n', or nothing).
+using job_summary_fn = std::function<std::string(const dataflow::job_result&)>;
+// Builds a job named `what` with build(job) and runs it with the options, drawing the progress line
+// and printing the summary. Returns the exit code (0 done, 1 failed, 2 bad usage or refused, 130
+// stopped by a signal); an exception from build() is bad usage, said on stderr.
+int run_sample(const char* what, const job_cli_options& options,
+               const std::function<void(dataflow::job_builder&)>& build, const job_summary_fn& extra = {});
 
 void add_wordcount_options(CLI::App& command, wordcount_cli& options);
 void add_corpus_options(CLI::App& command, corpus_cli& options);

@@ -168,11 +168,17 @@ int main(int argc, char** argv) {
   sluice::apps::nexmark_events_cli nexmark_events_opts;
   sluice::apps::add_nexmark_events_options(*nexmark_events, nexmark_events_opts);
 
+  CLI::App* nexmark = app.add_subcommand(
+      "nexmark", "Run a Nexmark query over generated events, exactly once across crashes; events/s per core");
+  sluice::apps::nexmark_cli nexmark_opts;
+  sluice::apps::add_nexmark_options(*nexmark, nexmark_opts);
+
   // Every usage error of every command ends here: CLI11's message, exit 2.
   if (auto done = sluice::apps::parse_command_line(app, argc, argv)) return *done;
 
   if (corpus->parsed()) return sluice::apps::run_corpus(corpus_opts);
   if (nexmark_events->parsed()) return sluice::apps::run_nexmark_events(nexmark_events_opts);
+  if (nexmark->parsed()) return sluice::apps::run_nexmark(nexmark_opts);
   if (simulate->parsed()) {
     try {
       return sluice::apps::run_simulate(simulate_opts);

@@ -1,6 +1,9 @@
 #pragma once
 // `sluice nexmark-events`: Nexmark's generated events as JSON lines (nexmark/generator.hpp), so
-// that anyone can check a query's rows with their own tools.
+// that anyone can check a query's rows with their own tools; `sluice nexmark`: one query
+// (nexmark/queries.hpp) over the same events, as a job with the other sample jobs' options.
+
+#include "jobs_cmd.hpp"
 
 #include <sluice/nexmark/generator.hpp>
 
@@ -29,5 +32,16 @@ struct nexmark_events_cli {
 void add_nexmark_events_options(CLI::App& command, nexmark_events_cli& o);
 // Exit code: 0 written, 1 an I/O error (said on stderr).
 int run_nexmark_events(const nexmark_events_cli& o);
+
+struct nexmark_cli {
+  nexmark_generator_cli generator;
+  std::string query = "q0";
+  std::string output;  // empty: rows are only counted
+  bool json = false;
+  job_cli_options job;
+};
+void add_nexmark_options(CLI::App& command, nexmark_cli& o);
+// Exit code as the other sample jobs (0 done, 1 failed, 2 bad usage or refused, 130 stopped).
+int run_nexmark(const nexmark_cli& o);
 
 }  // namespace sluice::apps

@@ -60,18 +60,16 @@ std::string next_string(java_random& r, int max_length) {
 // Exactly `length` characters, six from each 31-bit draw. Java's % keeps the sign of a negative
 // draw, so these run from 'H' to 'z' (the backslash and brackets included), as Beam's do.
 std::string next_exact_string(java_random& r, int length) {
-  std::string s;
-  s.reserve(static_cast<std::size_t>(std::max(length, 0)));
-  std::int32_t rnd = 0;
-  int left = 0;
-  while (length-- > 0) {
-    if (left == 0) {
-      rnd = r.next_int();
-      left = 6;
+  std::string s(static_cast<std::size_t>(std::max(length, 0)), '\0');
+  char* out = s.data();
+  char* const end = out + s.size();
+  while (out != end) {
+    std::int32_t rnd = r.next_int();
+    for (int k = 0; k < 6 && out != end; ++k) {
+      const std::int32_t quotient = rnd / 26;
+      *out++ = static_cast<char>('a' + (rnd - quotient * 26));  // Java's rnd % 26, sign included
+      rnd = quotient;
     }
-    s.push_back(static_cast<char>('a' + rnd % 26));
-    rnd /= 26;
-    --left;
   }
   return s;
 }

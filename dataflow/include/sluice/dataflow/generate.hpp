@@ -33,9 +33,10 @@ template <class T>
 class generator_source final : public source_head {
  public:
   generator_source(std::size_t subtask, std::size_t parallelism, std::uint64_t count, double records_per_second,
-                   std::function<T(std::uint64_t)> make, collector<T>& out)
+                   std::function<T(std::uint64_t)> make, collector<T>& out,
+                   std::function<std::uint64_t(std::uint64_t)> time_of = {})
       : step_(parallelism), count_(count), rate_(records_per_second / static_cast<double>(parallelism)),
-        make_(std::move(make)), out_(&out), next_(subtask) {}
+        make_(std::move(make)), time_of_(std::move(time_of)), out_(&out), next_(subtask) {}
 
   runtime::task<io::result<void>> open() override {
     started_ = runtime::executor::current()->now();  // the executor's clock (a simulation's too)
@@ -63,7 +64,14 @@ class generator_source final : public source_head {
         ++records_;
         ++made_since_start_;
       }
-      if (!ended()) co_return source_status::more;
+      if (!ended()) {
+        // Every record this task makes from now on happens at time_of(next_) or later.
+        if (time_of_) {
+          const std::uint64_t t = time_of_(next_);
+          if (t > 0) out_->watermark(t - 1);
+        }
+        co_return source_status::more;
+      }
     }
     out_->end_of_data();
     co_return source_status::end;
@@ -82,6 +90,7 @@ class generator_source final : public source_head {
   std::uint64_t count_;
   double rate_;  // per task
   std::function<T(std::uint64_t)> make_;
+  std::function<std::uint64_t(std::uint64_t)> time_of_;  // empty: no event time, no watermarks
   collector<T>* out_;
   std::uint64_t next_;
   std::uint64_t records_ = 0;
@@ -98,6 +107,50 @@ stream<T> job_builder::generate(std::string name, std::size_t parallelism, std::
   return stream<T>(this, stage, [count, make, records_per_second](task_builder& b, collector<T>& down) {
     b.set_source(b.make<generator_source<T>>(b.subtask(), b.parallelism(), count, records_per_second, make, down));
   }, {"source=generate", "generate.count=" + std::to_string(count)});
+}
+
+template <class T>
+stream<T> job_builder::generate_timed(std::string name, std::size_t parallelism, std::uint64_t count,
+                                      std::function<T(std::uint64_t)> make,
+                                      std::function<std::uint64_t(std::uint64_t)> time_of,
+                                      double records_per_second) {
+  if (!make) throw std::invalid_argument("generate_timed: a make function is required");
+  if (!time_of) throw std::invalid_argument("generate_timed: a time_of function is required");
+  const std::size_t stage = add_stage(std::move(name), parallelism, {});
+  return stream<T>(this, stage, [count, make, time_of, records_per_second](task_builder& b, collector<T>& down) {
+    b.set_source(
+        b.make<generator_source<T>>(b.subtask(), b.parallelism(), count, records_per_second, make, down, time_of));
+  }, {"source=generate_timed", "generate.count=" + std::to_string(count)});
+}
+
+// The tail of stream::discard(): counts, keeps nothing.
+template <class T>
+class discard_tail final : public output_tail, public collector<T> {
+ public:
+  void collect(const T&) override { ++records_; }
+  void watermark(std::uint64_t) override {}
+  void end_of_data() override {}
+  bool backlogged() const noexcept override { return false; }
+  runtime::task<io::result<void>> drain() override { co_return io::result<void>(); }
+  bool is_sink() const noexcept override { return true; }
+  runtime::task<void> close() override { co_return; }
+  std::uint64_t records_out() const noexcept override { return records_; }
+
+ private:
+  std::uint64_t records_ = 0;
+};
+
+template <class T>
+void stream<T>::discard() const {
+  attach_fn attach = attach_;
+  stage_def& stage = job_->stages()[stage_];
+  stage.sink = true;
+  close_identity({"sink=discard"});
+  stage.build = [attach](task_builder& b) {
+    auto& tail = b.make<discard_tail<T>>();
+    b.set_output(tail);
+    attach(b, tail);
+  };
 }
 
 // The tail of stream::print(): lines to standard output, outside checkpoints.

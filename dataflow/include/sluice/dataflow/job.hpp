@@ -155,6 +155,13 @@ class job_builder {
   template <class T>
   stream<T> generate(std::string name, std::size_t parallelism, std::uint64_t count,
                      std::function<T(std::uint64_t)> make, double records_per_second = 0);
+  // generate() with event time: record n happens at time_of(n), which must not decrease with n.
+  // Each task sends a watermark after every batch (time_of of the next n it will make, - 1), so
+  // event-time windows downstream fire as the generated time passes.
+  template <class T>
+  stream<T> generate_timed(std::string name, std::size_t parallelism, std::uint64_t count,
+                           std::function<T(std::uint64_t)> make, std::function<std::uint64_t(std::uint64_t)> time_of,
+                           double records_per_second = 0);
   // Lines with their 0-based line index as event time (one task; watermarks every 256 lines).
   stream<std::pair<std::uint64_t, std::string>> read_indexed_lines(std::string name, std::string path);
 
@@ -238,6 +245,10 @@ class stream {
   // for demos, no delivery guarantee (after a recovery, lines since the checkpoint appear again).
   // Defined in generate.hpp.
   void print(std::function<std::string(const T&)> format, int fd = 1) const;
+
+  // Ends the stage with a sink that only counts its records (job_progress::records_written): for
+  // benchmarks and dry runs. Defined in generate.hpp.
+  void discard() const;
 
   // Ends the stage with a partition whose subpartition for a record is route(record, n), n being
   // the next stage's parallelism. `kind` names the exchange in the job's identity ("output=<kind>").
