@@ -1,0 +1,126 @@
+// The Nexmark queries against an independent single-threaded evaluation of the same events (a
+// loop over generate_event written here, not the job API), at several parallelisms, under SIGKILLs,
+// and refused on resume with another generator.
+
+#include <sluice/dataflow/job_runner.hpp>
+#include <sluice/nexmark/queries.hpp>
+
+#include <support/temp_dir.hpp>
+
+#include "dataflow/crash_support.hpp"
+#include "dataflow/wordcount_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace sluice;
+using nexmark::event_type;
+using sluice::test::published_lines;
+using sluice::test::temp_dir;
+
+namespace {
+
+// The rows of q0, q1 and q2 over events [first, first + events), sorted: what the job must publish.
+std::vector<std::string> reference_rows(const std::string& query, std::uint64_t first, std::uint64_t events,
+                                        const nexmark::generator_config& c) {
+  std::vector<std::string> rows;
+  for (std::uint64_t n = first; n < first + events; ++n) {
+    const nexmark::event e = nexmark::generate_event(c, n);
+    if (e.type != event_type::bid) continue;
+    const nexmark::bid& b = e.new_bid;
+    const std::string auction = std::to_string(b.auction), bidder = std::to_string(b.bidder);
+    const std::string time = std::to_string(b.date_time);
+    if (query == "q0") {
+      rows.push_back(auction + "," + bidder + "," + std::to_string(b.price) + "," + time + "," + b.extra);
+    } else if (query == "q1") {
+      rows.push_back(auction + "," + bidder + "," + std::to_string(b.price * 89 / 100) + "," + time);
+    } else if (query == "q2" && b.auction % 123 == 0) {
+      rows.push_back(auction + "," + std::to_string(b.price));
+    }
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+nexmark::query_spec spec_of(const std::string& query, std::uint64_t first, std::uint64_t events, std::size_t p,
+                            const std::string& out) {
+  nexmark::query_spec spec;
+  spec.query = query;
+  spec.first_event = first;
+  spec.events = events;
+  spec.parallelism = p;
+  spec.output = out;
+  spec.generator.events_per_second = 1000;
+  return spec;
+}
+
+int run_query(const nexmark::query_spec& spec, const std::string& checkpoints,
+              snapshot::checkpoint_mode mode = snapshot::checkpoint_mode::unaligned) {
+  dataflow::job_builder job("nexmark-" + spec.query);
+  nexmark::build_query(job, spec);
+  return dataflow::run_job(job, sluice::test::test_job_settings(checkpoints, mode, "local")).exit_code;
+}
+
+}  // namespace
+
+TEST_CASE("nexmark q0, q1 and q2 publish exactly the rows of a single-threaded evaluation", "[nexmark][queries]") {
+  const std::string query = GENERATE(std::string("q0"), std::string("q1"), std::string("q2"));
+  const std::size_t parallelism = GENERATE(1u, 3u);
+  const temp_dir dir;
+  const auto spec = spec_of(query, 777, 30'000, parallelism, dir.file("out"));
+  REQUIRE(run_query(spec, dir.file("chk")) == 0);
+  const auto rows = published_lines(dir.file("out"));
+  CHECK(rows.size() > (query == "q2" ? 100u : 27'000u));
+  CHECK(rows == reference_rows(query, 777, 30'000, spec.generator));
+}
+
+TEST_CASE("nexmark q1 killed with SIGKILL at random moments and restarted publishes exactly the reference rows",
+          "[nexmark][queries][crash]") {
+  const temp_dir dir;
+  const auto spec = spec_of("q1", 0, 300'000, 2, dir.file("out"));
+  const auto job = [&spec, &dir] {
+    dataflow::job_builder built("nexmark-q1");
+    nexmark::build_query(built, spec);
+    auto settings = sluice::test::test_job_settings(dir.file("chk"), snapshot::checkpoint_mode::unaligned, "local");
+    settings.checkpoint_interval = std::chrono::milliseconds(10);
+    return dataflow::run_job(built, settings).exit_code;
+  };
+  const auto reset = [&dir] {
+    std::filesystem::remove_all(dir.file("out"));
+    std::filesystem::remove_all(dir.file("chk"));
+  };
+  const auto report = sluice::test::run_until_done(job, reset, 20261203, 6, 150);
+  CHECK(report.kills > 0);
+  REQUIRE(report.exit_code == 0);
+  CHECK(published_lines(dir.file("out")) == reference_rows("q1", 0, 300'000, spec.generator));
+}
+
+TEST_CASE("a nexmark query resumed with another rate, first event or query is refused and changes nothing",
+          "[nexmark][queries]") {
+  const temp_dir dir;
+  REQUIRE(run_query(spec_of("q2", 0, 5'000, 2, dir.file("out")), dir.file("chk")) == 0);
+  const auto before = published_lines(dir.file("out"));
+  auto other_rate = spec_of("q2", 0, 5'000, 2, dir.file("out"));
+  other_rate.generator.events_per_second = 2000;
+  CHECK(run_query(other_rate, dir.file("chk")) == 2);
+  CHECK(run_query(spec_of("q2", 10, 5'000, 2, dir.file("out")), dir.file("chk")) == 2);
+  CHECK(run_query(spec_of("q1", 0, 5'000, 2, dir.file("out")), dir.file("chk")) == 2);
+  CHECK(published_lines(dir.file("out")) == before);
+  // The same arguments resume the finished job and change nothing.
+  CHECK(run_query(spec_of("q2", 0, 5'000, 2, dir.file("out")), dir.file("chk")) == 0);
+  CHECK(published_lines(dir.file("out")) == before);
+}
+
+TEST_CASE("an unknown nexmark query or zero events is refused by build_query, naming what exists", "[nexmark][queries]") {
+  dataflow::job_builder job("nexmark");
+  auto spec = spec_of("q99", 0, 10, 1, "");
+  CHECK_THROWS_WITH(nexmark::build_query(job, spec), Catch::Contains("q99") && Catch::Contains("q0, q1, q2"));
+  spec.query = "q1";
+  spec.events = 0;
+  dataflow::job_builder job2("nexmark");
+  CHECK_THROWS_WITH(nexmark::build_query(job2, spec), Catch::Contains("events"));
+}
