@@ -21,7 +21,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace sluice::dataflow;
@@ -211,4 +213,43 @@ TEST_CASE("an aligned-timeout barrier stuck behind a full output overtakes it af
     }
   }
   CHECK(source_channel_bytes > 0);
+}
+
+TEST_CASE("a timed generated source sends watermarks, so windows fire before its input ends", "[dataflow][generate]") {
+  // No end (count 0): without watermarks no window would ever fire and nothing would be published.
+  const temp_dir dir;
+  job_builder job("timed");
+  job.generate_timed<std::uint64_t>(
+         "gen", 2, 0, [](std::uint64_t n) { return n; }, [](std::uint64_t n) { return n / 10; })
+      .key_by<std::uint64_t>([](const std::uint64_t&) { return std::uint64_t{0}; })
+      .window<std::uint64_t, std::string>(
+          "count", 1, 100, [](const std::uint64_t& n) { return n / 10; },
+          [](std::uint64_t& acc, const std::uint64_t&) { ++acc; },
+          [](std::uint64_t start, const std::uint64_t&, const std::uint64_t& acc) {
+            return std::to_string(start) + " " + std::to_string(acc);
+          })
+      .write_lines(dir.file("out"), [](const std::string& s) { return s; });
+  std::stop_source drain;
+  job_settings settings = quick_settings(dir);
+  settings.drain = drain.get_token();
+  std::atomic<bool> published{false};
+  std::thread watcher([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline && published_lines(dir.file("out")).size() < 3) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    published = published_lines(dir.file("out")).size() >= 3;
+    drain.request_stop();
+  });
+  const job_result r = run_job(job, settings);
+  watcher.join();
+  CHECK(r.exit_code == 0);
+  CHECK(published);
+  // Every published window is complete: events 1000 k .. 1000 k + 999 have times 100 k .. 100 k + 99.
+  for (const std::string& line : published_lines(dir.file("out"))) {
+    const auto space = line.find(' ');
+    REQUIRE(space != std::string::npos);
+    CHECK(std::stoull(line.substr(0, space)) % 100 == 0);
+    CHECK(line.substr(space + 1) == "1000");
+  }
 }
