@@ -63,11 +63,26 @@ std::string next_exact_string(java_random& r, int length) {
   std::string s(static_cast<std::size_t>(std::max(length, 0)), '\0');
   char* out = s.data();
   char* const end = out + s.size();
-  while (out != end) {
+  // Beam takes rnd % 26, then rnd /= 26, six times per draw. Truncating division composes
+  // (trunc(trunc(x / a) / b) == trunc(x / (a * b))), so the six quotients are computed independently
+  // of one another rather than in a chain; each character is Java's rnd % 26 of its quotient, sign included.
+  while (end - out >= 6) {
+    const std::int32_t q0 = r.next_int();
+    const std::int32_t q1 = q0 / 26, q2 = q0 / 676, q3 = q0 / 17'576, q4 = q0 / 456'976, q5 = q0 / 11'881'376;
+    const std::int32_t q6 = q0 / 308'915'776;
+    out[0] = static_cast<char>('a' + (q0 - 26 * q1));
+    out[1] = static_cast<char>('a' + (q1 - 26 * q2));
+    out[2] = static_cast<char>('a' + (q2 - 26 * q3));
+    out[3] = static_cast<char>('a' + (q3 - 26 * q4));
+    out[4] = static_cast<char>('a' + (q4 - 26 * q5));
+    out[5] = static_cast<char>('a' + (q5 - 26 * q6));
+    out += 6;
+  }
+  if (out != end) {
     std::int32_t rnd = r.next_int();
-    for (int k = 0; k < 6 && out != end; ++k) {
+    while (out != end) {
       const std::int32_t quotient = rnd / 26;
-      *out++ = static_cast<char>('a' + (rnd - quotient * 26));  // Java's rnd % 26, sign included
+      *out++ = static_cast<char>('a' + (rnd - quotient * 26));
       rnd = quotient;
     }
   }
