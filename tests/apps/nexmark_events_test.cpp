@@ -12,16 +12,8 @@
 #include <string>
 #include <vector>
 
+using sluice::test::lines_of;
 using sluice::test::run_sluice;
-
-namespace {
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-}  // namespace
 
 TEST_CASE("nexmark-events writes events first-event to first-event + events, one JSON line each", "[cli][nexmark]") {
   const sluice::test::temp_dir dir;

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -38,6 +39,14 @@ struct tool_run {
   std::string out;
   std::string err;
 };
+
+// The lines of `text`, without their '\n'.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
 
 inline std::string read_whole_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+using sluice::test::lines_of;
 using sluice::test::run_sluice;
 using sluice::test::temp_dir;
 using sluice::test::tool_run;
@@ -41,12 +42,6 @@ std::string input_file(const temp_dir& dir, int lines) {
   return path;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 }  // namespace
 
