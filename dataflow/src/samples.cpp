@@ -23,8 +23,10 @@ void build_wordcount(job_builder& job, const wordcount_options& o) {
           for_each_word(line, [&](std::string_view w) { out.emit(std::string(w)); });
         })
         .key_by<std::string>([](const std::string& w) { return w; })
+        // Each reader counts its words locally; (word, partial count) pairs cross the exchange.
+        .combine<std::uint64_t>([](std::uint64_t& n, const std::string&) { ++n; })
         .aggregate<std::uint64_t, counted_word>(
-            "count", o.parallelism, [](std::uint64_t& n, const std::string&) { ++n; },
+            "count", o.parallelism, [](std::uint64_t& n, const counted_word& partial) { n += partial.second; },
             [](const std::string& w, const std::uint64_t& n) { return counted_word(w, n); })
         .write_lines(o.output_dir, [](const counted_word& c) { return c.first + " " + std::to_string(c.second); });
     return;
