@@ -73,7 +73,8 @@ TEST_CASE("the word-count fingerprint names every stage, its parallelism, upstre
   const job_fingerprint fp = wordcount_identity(2);
   CHECK(fp.job == "wordcount");
   REQUIRE(fp.stages.size() == 2);
-  CHECK(fp.stages[0] == stage_identity{"read", 2, {}, {"source=read_lines", "op=flat_map", "output=key_by"}});
+  CHECK(fp.stages[0] ==
+        stage_identity{"read", 2, {}, {"source=read_lines", "op=flat_map", "op=combine", "output=key_by"}});
   CHECK(fp.stages[1] ==
         stage_identity{"count", 2, {0}, {"op=aggregate", "sink=write_lines", "write_lines.dir=/data/out"}});
   REQUIRE(fp.inputs.size() == 1);
@@ -204,7 +205,8 @@ TEST_CASE("fingerprint differences are named in user terms", "[dataflow][fingerp
         strings{"checkpoint 4 was taken with window.size=1000 (stage 'count'); this run has 500"});
   CHECK(fingerprint_differences(wordcount_identity(1, 1000), wordcount_identity(2, 0), 4) ==
         strings{"checkpoint 4 was taken with stage 'read' at parallelism 1; this run has 2",
-                "checkpoint 4 was taken with source=read_indexed_lines (stage 'read'); this run has read_lines",
+                "checkpoint 4 was taken with stage 'read' built as [source=read_indexed_lines, op=flat_map, "
+                "output=key_by]; this run builds it as [source=read_lines, op=flat_map, op=combine, output=key_by]",
                 "checkpoint 4 was taken with stage 'count' at parallelism 1; this run has 2",
                 "checkpoint 4 was taken with stage 'count' built as [op=window, window.kind=tumbling, window.size=1000, "
                 "sink=write_lines, write_lines.dir=/data/out]; this run builds it as [op=aggregate, sink=write_lines, "
