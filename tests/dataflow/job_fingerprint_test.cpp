@@ -319,6 +319,23 @@ TEST_CASE("resume_refusal lets a fresh start and a matching checkpoint through a
         "checkpoint and output directories");
 }
 
+TEST_CASE("a checkpoint of the word count before its combiner is refused, naming both chains and the build",
+          "[dataflow][fingerprint]") {
+  // The word count's read stage gained op=combine: its exchange now carries (word, partial count)
+  // pairs, not words, so an unaligned checkpoint's channel state of the older job does not decode.
+  job_fingerprint before = wordcount_identity(2);
+  auto& read = before.stages.at(0).entries;
+  const auto combine = std::find(read.begin(), read.end(), "op=combine");
+  REQUIRE(combine != read.end());
+  read.erase(combine);
+  CHECK(resume_refusal(wordcount_identity(2), plan_with(before), "chk") ==
+        "checkpoint 7 was taken with stage 'read' built as [source=read_lines, op=flat_map, output=key_by]; this run "
+        "builds it as [source=read_lines, op=flat_map, op=combine, output=key_by]\n"
+        "not resuming from 'chk' (nothing was changed): rerun with the arguments checkpoint 7 was taken with, or start "
+        "afresh with empty checkpoint and output directories; with the same arguments, the job's operators changed "
+        "(another build of the job or of sluice): finish it with the build that took checkpoint 7");
+}
+
 TEST_CASE("a refusal names at most ten differences and counts the rest", "[dataflow][fingerprint]") {
   job_builder wide("many");
   job_builder wider("many");
