@@ -80,6 +80,12 @@ TEST_CASE("the word-count fingerprint names every stage, its parallelism, upstre
   REQUIRE(fp.inputs.size() == 1);
   CHECK(fp.inputs[0].stage == 0);
   CHECK(fp.inputs[0].path == "/data/in.txt");
+  // A slow sink (`wordcount --slow-sink-us`) changes when lines are written, not which: not identity.
+  for (const std::uint64_t window : {std::uint64_t{0}, std::uint64_t{1000}}) {
+    job_builder slow("wordcount");
+    build_wordcount(slow, {"/data/in.txt", "/data/out", 2, window, std::chrono::microseconds(500)});
+    CHECK(describe_job(slow) == wordcount_identity(2, window));
+  }
 }
 
 TEST_CASE("the windowed word-count fingerprint has its own source and the window's kind and size",
