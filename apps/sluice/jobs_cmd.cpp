@@ -55,6 +55,15 @@ void add_job_options(CLI::App& command, job_cli_options& o) {
 
 namespace {
 
+// The word count's and the join's throttle (not part of the job's identity: it changes when lines are
+// written, not which).
+void add_slow_sink_option(CLI::App& command, std::uint64_t& slow_sink_us) {
+  add_number_option(command, "--slow-sink-us", slow_sink_us,
+                    "The sink spends at least this long per output line (backpressure, for trying unaligned "
+                    "checkpoints)",
+                    0, limits::max_slow_sink_us);
+}
+
 snapshot::checkpoint_mode parse_mode(const std::string& m) {
   if (m == "unaligned") return snapshot::checkpoint_mode::unaligned;
   if (m == "aligned-timeout") return snapshot::checkpoint_mode::aligned_timeout;
@@ -152,6 +161,7 @@ void add_wordcount_options(CLI::App& command, wordcount_cli& o) {
   add_number_option(command, "--window-lines", o.window_lines,
                     "Count per tumbling window of N input lines ('window_start word count' lines); 0: totals", 0,
                     limits::max_lines);
+  add_slow_sink_option(command, o.slow_sink_us);
   add_job_options(command, o.job);
 }
 
@@ -172,7 +182,8 @@ int run_sample(const char* what, const job_cli_options& o, const std::function<v
 
 int run_wordcount(const wordcount_cli& o) {
   return run_sample("wordcount", o.job, [&o](dataflow::job_builder& job) {
-    dataflow::build_wordcount(job, {o.input, o.output, o.job.parallelism, o.window_lines});
+    dataflow::build_wordcount(job, {o.input, o.output, o.job.parallelism, o.window_lines,
+                                     std::chrono::microseconds(o.slow_sink_us)});
   });
 }
 
@@ -186,10 +197,7 @@ void add_join_options(CLI::App& command, join_cli& o) {
       ->required();
   add_required_number_option(command, "--window-ms", o.window_ms, "Tumbling window size in milliseconds", 1,
                              limits::max_span_ms);
-  add_number_option(command, "--slow-sink-us", o.slow_sink_us,
-                    "The sink spends at least this long per output line (backpressure, for trying unaligned "
-                    "checkpoints)",
-                    0, limits::max_slow_sink_us);
+  add_slow_sink_option(command, o.slow_sink_us);
   add_job_options(command, o.job);
 }
 

@@ -33,6 +33,7 @@ struct wordcount_cli {
   std::string input;
   std::string output;
   std::uint64_t window_lines = 0;
+  std::uint64_t slow_sink_us = 0;
   job_cli_options job;
 };
 

@@ -202,6 +202,15 @@ std::string input_text(const input_identity& in) {
   return fmt::format("'{}' ({} bytes, crc32c 0x{:08x})", in.path, in.size_bytes, in.crc32c);
 }
 
+// The same operators in the same order (their values may differ).
+bool same_chain(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (key_of(a[i]) != key_of(b[i])) return false;
+  }
+  return true;
+}
+
 void stage_differences(const job_fingerprint& taken, const job_fingerprint& now, std::size_t s, const std::string& at,
                        std::vector<std::string>& out) {
   const stage_identity& t = taken.stages[s];
@@ -217,9 +226,7 @@ void stage_differences(const job_fingerprint& taken, const job_fingerprint& now,
   }
   // Entries with the same keys in the same order differ in their values only: name each value.
   // Otherwise the chain is another one: show both.
-  bool same_keys = t.entries.size() == n.entries.size();
-  for (std::size_t i = 0; same_keys && i < t.entries.size(); ++i) same_keys = key_of(t.entries[i]) == key_of(n.entries[i]);
-  if (!same_keys) {
+  if (!same_chain(t.entries, n.entries)) {
     out.push_back(fmt::format("{} was taken with stage '{}' built as {}; this run builds it as {}", at, t.name,
                               chain_text(t.entries), chain_text(n.entries)));
     return;
@@ -400,17 +407,25 @@ std::optional<std::string> resume_refusal(const job_fingerprint& now, const snap
   if (differences.empty()) return std::nullopt;
   const job_fingerprint& was = taken.value();
   bool rescaled = false;
-  if (was.stages.size() == now.stages.size()) {
-    for (std::size_t s = 0; s < now.stages.size(); ++s) rescaled = rescaled || was.stages[s].parallelism != now.stages[s].parallelism;
+  bool rebuilt = was.stages.size() != now.stages.size();  // other operators: other arguments, or another build
+  if (!rebuilt) {
+    for (std::size_t s = 0; s < now.stages.size(); ++s) {
+      rescaled = rescaled || was.stages[s].parallelism != now.stages[s].parallelism;
+      rebuilt = rebuilt || !same_chain(was.stages[s].entries, now.stages[s].entries);
+    }
   }
   constexpr std::size_t max_named = 10;  // a long list says no more than its first lines
   std::string out;
   for (std::size_t i = 0; i < differences.size() && i < max_named; ++i) out.append(differences[i]).append("\n");
   if (differences.size() > max_named) out += fmt::format("(and {} more differences)\n", differences.size() - max_named);
   out += fmt::format("not resuming from '{}' (nothing was changed): rerun with the arguments checkpoint {} was taken "
-                     "with, or {}{}",
+                     "with, or {}{}{}",
                      checkpoint_dir, id, afresh,
-                     rescaled ? "; resuming at another parallelism (rescaling) is not supported yet" : "");
+                     rescaled ? "; resuming at another parallelism (rescaling) is not supported yet" : "",
+                     rebuilt ? fmt::format("; with the same arguments, the job's operators changed (another build of "
+                                           "the job or of sluice): finish it with the build that took checkpoint {}",
+                                           id)
+                             : std::string());
   return out;
 }
 

@@ -23,10 +23,13 @@ void build_wordcount(job_builder& job, const wordcount_options& o) {
           for_each_word(line, [&](std::string_view w) { out.emit(std::string(w)); });
         })
         .key_by<std::string>([](const std::string& w) { return w; })
+        // Each reader counts its words locally; (word, partial count) pairs cross the exchange.
+        .combine<std::uint64_t>([](std::uint64_t& n, const std::string&) { ++n; })
         .aggregate<std::uint64_t, counted_word>(
-            "count", o.parallelism, [](std::uint64_t& n, const std::string&) { ++n; },
+            "count", o.parallelism, [](std::uint64_t& n, const counted_word& partial) { n += partial.second; },
             [](const std::string& w, const std::uint64_t& n) { return counted_word(w, n); })
-        .write_lines(o.output_dir, [](const counted_word& c) { return c.first + " " + std::to_string(c.second); });
+        .write_lines(o.output_dir, [](const counted_word& c) { return c.first + " " + std::to_string(c.second); },
+                     sink_options{o.slow_sink});
     return;
   }
   const std::uint64_t size = o.window_lines;
@@ -42,7 +45,7 @@ void build_wordcount(job_builder& job, const wordcount_options& o) {
           [](std::uint64_t start, const std::string& w, const std::uint64_t& n) { return window_count(start, w, n); })
       .write_lines(o.output_dir, [](const window_count& c) {
         return std::to_string(std::get<0>(c)) + " " + std::get<1>(c) + " " + std::to_string(std::get<2>(c));
-      });
+      }, sink_options{o.slow_sink});
 }
 
 join_row parse_join_row(std::string_view line) {

@@ -32,7 +32,15 @@ rt::task<io::result<void>> stream_task::perform(ss::barrier_actions actions) {
   co_return io::result<void>();
 }
 
+// Flushables (combiners) first, upstream first: what they held goes downstream ahead of the barrier
+// (drained before it, aligned; output channel state or backlog, unaligned), so their state is empty.
 rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::checkpoint_mode mode) {
+  if (!built_.flushables_.empty()) {
+    auto flushed = in_chain([this] {
+      for (auto it = built_.flushables_.rbegin(); it != built_.flushables_.rend(); ++it) (*it)->flush();
+    });
+    co_await std::move(flushed);
+  }
   co_return co_await checkpoint_.take(id, mode, wiring_.storage->checkpoint_dir(id));
 }
 

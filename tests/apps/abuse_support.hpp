@@ -47,22 +47,6 @@ inline std::size_t rss_kib(pid_t pid) {
   return 0;
 }
 
-// The newest checkpoint under `dir` whose manifest is written (chk-<id>/_manifest, not empty); 0 if
-// none. Old checkpoints are removed as new ones complete, so ids, not directories, are counted.
-inline std::uint64_t newest_checkpoint(const std::string& dir) {
-  std::uint64_t newest = 0;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind("chk-", 0) != 0 || name.find_first_not_of("0123456789", 4) != std::string::npos) continue;
-    std::error_code size_ec;
-    const auto bytes = std::filesystem::file_size(it->path() / "_manifest", size_ec);
-    if (size_ec || bytes == 0) continue;
-    newest = std::max<std::uint64_t>(newest, std::stoull(name.substr(4)));
-  }
-  return newest;
-}
-
 // Lines of `text` that contain `needle`.
 inline std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
   std::vector<std::string> out;

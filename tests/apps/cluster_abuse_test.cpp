@@ -46,23 +46,20 @@ constexpr bool optimized = !sanitized;
 #else
 constexpr bool optimized = false;
 #endif
-// The job must outlast the attack, which waits for the leader's hello_timeout (5 s): 2.5 M lines
-// take 8-10 s here optimized; an unoptimized or sanitized build is about ten times slower.
-constexpr const char* input_lines = optimized ? "2500000" : "150000";
+// The job must outlast the attack, which waits for the leader's hello_timeout (5 s), and take
+// checkpoints all along. The word count's combiner made its input too quick to count for that (the
+// job ended before the attack did), so it is throttled, the same in every build: counted per window
+// of 1/200 of the input, about 100 words each, 20,000 lines for three sinks that spend 1.5 ms on
+// each, 10 s at the least (26 s on a loaded 2-core machine). The
+// sinks are slow all along the run (a window's lines go out when it closes), so the reader is held
+// back by backpressure, and barriers keep passing. An unoptimized or sanitized build reads about ten
+// times slower, hence its smaller input.
+constexpr std::uint64_t input_lines = optimized ? 2'500'000 : 150'000;
+constexpr std::uint64_t window_lines = input_lines / 200;
+constexpr const char* slow_sink_us = "1500";
 // The attacked worker's resident memory may grow by at most this much while it is attacked (under
 // ASan also by its quarantine of freed memory, 256 MiB at most).
 constexpr std::size_t rss_bound_kib = (sanitized ? 64 + 256 : 64) * 1024;
-
-// Polls `done` every 20 ms until it holds or `within` passes; whether it held.
-template <typename F>
-bool poll_until(F done, std::chrono::milliseconds within) {
-  const auto give_up = std::chrono::steady_clock::now() + within;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= give_up) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
 
 std::vector<std::byte> bytes_of(std::string_view s) {
   const auto b = std::as_bytes(std::span(s));
@@ -93,14 +90,14 @@ TEST_CASE("cluster: a worker's data port under garbage, wrong secrets, stale epo
   etcd_server etcd(dir.path());
   etcd.start();
   const std::string input = dir.file("in.txt");
-  REQUIRE(run_sluice({"corpus", "--output", input, "--lines", input_lines, "--seed", "5"}).exit_code == 0);
+  REQUIRE(run_sluice({"corpus", "--output", input, "--lines", std::to_string(input_lines), "--seed", "5"}).exit_code == 0);
   const std::string secret = dir.file("secret");
   std::ofstream(secret) << secret_text;
   ::chmod(secret.c_str(), 0600);
 
   // The one-process reference runs meanwhile (it only shares the cores).
   tool_process reference({"wordcount", "--input", input, "--output", dir.file("reference"), "--checkpoint-dir",
-                          dir.file("reference-chk"), "--quiet"},
+                          dir.file("reference-chk"), "--window-lines", std::to_string(window_lines), "--quiet"},
                          dir.file("reference.log"));
   std::vector<unsigned> ports;
   for (unsigned i = 0; i < workers; ++i) ports.push_back(free_port());
@@ -112,7 +109,8 @@ TEST_CASE("cluster: a worker's data port under garbage, wrong secrets, stale epo
                                  "--parallelism", "3", "--checkpoint-interval-ms", "100", "--quiet", "--cluster",
                                  etcd.endpoint(), "--job-name", job, "--workers", std::to_string(workers),
                                  "--worker-index", std::to_string(i), "--listen",
-                                 "127.0.0.1:" + std::to_string(ports[i]), "--secret-file", secret},
+                                 "127.0.0.1:" + std::to_string(ports[i]), "--secret-file", secret, "--window-lines",
+                                 std::to_string(window_lines), "--slow-sink-us", slow_sink_us},
         dir.file("w" + std::to_string(i) + ".log"), std::string(), std::vector<std::string>{"SLUICE_LOG=info"}));
   }
 

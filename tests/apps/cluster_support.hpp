@@ -124,6 +124,33 @@ class tool_process {
   std::optional<int> exit_code_;
 };
 
+// The newest checkpoint under `dir` whose manifest is written (chk-<id>/_manifest, not empty); 0 if
+// none. Old checkpoints are removed as new ones complete, so ids, not directories, are counted.
+inline std::uint64_t newest_checkpoint(const std::string& dir) {
+  std::uint64_t newest = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("chk-", 0) != 0 || name.find_first_not_of("0123456789", 4) != std::string::npos) continue;
+    std::error_code size_ec;
+    const auto bytes = std::filesystem::file_size(it->path() / "_manifest", size_ec);
+    if (size_ec || bytes == 0) continue;
+    newest = std::max<std::uint64_t>(newest, std::stoull(name.substr(4)));
+  }
+  return newest;
+}
+
+// Polls `done` every 20 ms until it holds or `within` passes; whether it held.
+template <typename F>
+bool poll_until(F done, std::chrono::milliseconds within) {
+  const auto give_up = std::chrono::steady_clock::now() + within;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 // Every line of the files published under `dir` (part-*), sorted: the job's output as a set.
 inline std::vector<std::string> published_lines(const std::string& dir) {
   std::vector<std::string> lines;

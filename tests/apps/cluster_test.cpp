@@ -125,14 +125,17 @@ TEST_CASE("cluster: a worker killed with SIGKILL at a random moment and restarte
 TEST_CASE("cluster: the leader killed mid-run: another worker leads, and the output is exact") {
   SLUICE_SKIP_WITHOUT_ETCD();
   cluster_fixture f(3, "600000");
+  // Mid-run for sure: the sinks take their 100 lines (the vocabulary) 50 ms each, about 1.7 s for
+  // each of the three, only after the whole input is counted; the kill waits for a checkpoint.
+  const std::vector<std::string> slow = {"--slow-sink-us", "50000"};
   std::vector<std::unique_ptr<tool_process>> workers;
-  workers.push_back(f.start("leader", 3, 0));
+  workers.push_back(f.start("leader", 3, 0, slow));
   std::this_thread::sleep_for(300ms);  // worker 0 creates the leader key first
-  for (unsigned i = 1; i < 3; ++i) workers.push_back(f.start("leader", 3, i));
-  std::this_thread::sleep_for(900ms);
+  for (unsigned i = 1; i < 3; ++i) workers.push_back(f.start("leader", 3, i, slow));
+  REQUIRE(poll_until([&] { return newest_checkpoint(f.dir.file("chk-leader")) >= 1 || !workers[0]->running(); }, 60s));
   workers[0]->kill(SIGKILL);
   REQUIRE(workers[0]->wait(10s) == -SIGKILL);
-  workers[0] = f.start("leader", 3, 0);
+  workers[0] = f.start("leader", 3, 0, slow);
   expect_all_done(workers);
   CHECK(published_lines(f.dir.file("out-leader")) == published_lines(f.reference));
   // Someone other than worker 0 led the job after the kill.

@@ -158,6 +158,7 @@ TEST_CASE("the other numeric options of the jobs, demo and bench reject negative
   check_usage_error(run_sluice(with({"--checkpoint-interval-ms", "-1"})), "--checkpoint-interval-ms: '-1' is negative");
   check_usage_error(run_sluice(with({"--alignment-timeout-ms", "18446744073709551615"})), "--alignment-timeout-ms");
   check_usage_error(run_sluice(with({"--executors", "65"})), "--executors");
+  check_usage_error(run_sluice(with({"--slow-sink-us", "100001"})), "--slow-sink-us");
   check_usage_error(run_sluice({"join", "--left", input, "--right", input, "--output", dir.file("out"),
                                 "--checkpoint-dir", dir.file("chk"), "--window-ms", "10", "--slow-sink-us", "-1"}),
                     "--slow-sink-us: '-1' is negative");

@@ -73,12 +73,19 @@ TEST_CASE("the word-count fingerprint names every stage, its parallelism, upstre
   const job_fingerprint fp = wordcount_identity(2);
   CHECK(fp.job == "wordcount");
   REQUIRE(fp.stages.size() == 2);
-  CHECK(fp.stages[0] == stage_identity{"read", 2, {}, {"source=read_lines", "op=flat_map", "output=key_by"}});
+  CHECK(fp.stages[0] ==
+        stage_identity{"read", 2, {}, {"source=read_lines", "op=flat_map", "op=combine", "output=key_by"}});
   CHECK(fp.stages[1] ==
         stage_identity{"count", 2, {0}, {"op=aggregate", "sink=write_lines", "write_lines.dir=/data/out"}});
   REQUIRE(fp.inputs.size() == 1);
   CHECK(fp.inputs[0].stage == 0);
   CHECK(fp.inputs[0].path == "/data/in.txt");
+  // A slow sink (`wordcount --slow-sink-us`) changes when lines are written, not which: not identity.
+  for (const std::uint64_t window : {std::uint64_t{0}, std::uint64_t{1000}}) {
+    job_builder slow("wordcount");
+    build_wordcount(slow, {"/data/in.txt", "/data/out", 2, window, std::chrono::microseconds(500)});
+    CHECK(describe_job(slow) == wordcount_identity(2, window));
+  }
 }
 
 TEST_CASE("the windowed word-count fingerprint has its own source and the window's kind and size",
@@ -204,7 +211,8 @@ TEST_CASE("fingerprint differences are named in user terms", "[dataflow][fingerp
         strings{"checkpoint 4 was taken with window.size=1000 (stage 'count'); this run has 500"});
   CHECK(fingerprint_differences(wordcount_identity(1, 1000), wordcount_identity(2, 0), 4) ==
         strings{"checkpoint 4 was taken with stage 'read' at parallelism 1; this run has 2",
-                "checkpoint 4 was taken with source=read_indexed_lines (stage 'read'); this run has read_lines",
+                "checkpoint 4 was taken with stage 'read' built as [source=read_indexed_lines, op=flat_map, "
+                "output=key_by]; this run builds it as [source=read_lines, op=flat_map, op=combine, output=key_by]",
                 "checkpoint 4 was taken with stage 'count' at parallelism 1; this run has 2",
                 "checkpoint 4 was taken with stage 'count' built as [op=window, window.kind=tumbling, window.size=1000, "
                 "sink=write_lines, write_lines.dir=/data/out]; this run builds it as [op=aggregate, sink=write_lines, "
@@ -315,6 +323,23 @@ TEST_CASE("resume_refusal lets a fresh start and a matching checkpoint through a
         "checkpoint 7 under 'chk' records a job fingerprint this build cannot read (job fingerprint: line 1: "
         "unsupported version 9 (this build reads 1)); not resuming (nothing was changed): start afresh with empty "
         "checkpoint and output directories");
+}
+
+TEST_CASE("a checkpoint of the word count before its combiner is refused, naming both chains and the build",
+          "[dataflow][fingerprint]") {
+  // The word count's read stage gained op=combine: its exchange now carries (word, partial count)
+  // pairs, not words, so an unaligned checkpoint's channel state of the older job does not decode.
+  job_fingerprint before = wordcount_identity(2);
+  auto& read = before.stages.at(0).entries;
+  const auto combine = std::find(read.begin(), read.end(), "op=combine");
+  REQUIRE(combine != read.end());
+  read.erase(combine);
+  CHECK(resume_refusal(wordcount_identity(2), plan_with(before), "chk") ==
+        "checkpoint 7 was taken with stage 'read' built as [source=read_lines, op=flat_map, output=key_by]; this run "
+        "builds it as [source=read_lines, op=flat_map, op=combine, output=key_by]\n"
+        "not resuming from 'chk' (nothing was changed): rerun with the arguments checkpoint 7 was taken with, or start "
+        "afresh with empty checkpoint and output directories; with the same arguments, the job's operators changed "
+        "(another build of the job or of sluice): finish it with the build that took checkpoint 7");
 }
 
 TEST_CASE("a refusal names at most ten differences and counts the rest", "[dataflow][fingerprint]") {

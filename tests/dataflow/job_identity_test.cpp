@@ -289,7 +289,9 @@ TEST_CASE("a finished word count rerun with other arguments is refused, with the
   const job_result by_window = run_wordcount(dir, windowed);
   INFO(by_window.message);
   CHECK(by_window.exit_code == 2);
-  CHECK(by_window.message.find("source=read_lines (stage 'read'); this run has read_indexed_lines") != std::string::npos);
+  CHECK(by_window.message.find("stage 'read' built as [source=read_lines, op=flat_map, op=combine, output=key_by]; "
+                               "this run builds it as [source=read_indexed_lines, op=flat_map, output=key_by]") !=
+        std::string::npos);
   wordcount_args elsewhere = args;
   elsewhere.output = dir.file("other-out");
   const job_result other_output = run_wordcount(dir, elsewhere);

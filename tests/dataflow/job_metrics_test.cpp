@@ -119,13 +119,26 @@ TEST_CASE("a running job serves its metrics at /metrics, in a text promtool acce
   for (int i = 0; i < 3000 && w.completed.load() == 0; ++i) std::this_thread::sleep_for(5ms);
   REQUIRE(w.completed.load() >= 1);
 
+  // The readers pass their words on through the combiner, at checkpoints: one that had read nothing
+  // yet when the first completed (a loaded machine) sends its first pairs at a later one.
+  const std::string job = "job=\"wordcount\"";
+  const auto both_readers_sent = [&job](const std::string& text) {
+    for (const char* task : {"read#0", "read#1"}) {
+      const std::string l = "{" + job + ",task=\"" + task + "\"}";
+      if (value_of(text, "sluice_task_records_out_total" + l).value_or(0) == 0) return false;
+    }
+    return true;
+  };
   std::optional<http_reply> r = http_get(port, "/metrics");
+  for (int i = 0; i < 3000 && r && !both_readers_sent(r->body); ++i) {
+    std::this_thread::sleep_for(5ms);
+    r = http_get(port, "/metrics");
+  }
   REQUIRE(r);
   CHECK(r->status == 200);
   CHECK(r->header("content-type") == "text/plain; version=0.0.4; charset=utf-8");
   const std::string& text = r->body;
   INFO(text);
-  const std::string job = "job=\"wordcount\"";
   for (const char* task : {"count#0", "count#1"}) {
     const std::string l = "{" + job + ",task=\"" + task + "\"}";
     CHECK(value_of(text, "sluice_task_records_in_total" + l).value_or(0) > 0);

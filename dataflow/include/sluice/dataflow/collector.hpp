@@ -7,7 +7,9 @@
 //   watermark(t)   every record with event time <= t has been seen (event-time windows fire on it);
 //   end_of_data()  the input is exhausted: operators that hold results back emit them now.
 // Operators with state also implement `stateful`: the task snapshots them, in chain order, at a
-// checkpoint and restores them on recovery. Everything runs on the task's executor.
+// checkpoint and restores them on recovery. Operators that hold records back between inputs (a
+// combiner) implement `flushable`: the task flushes them before it snapshots at a barrier. Everything
+// runs on the task's executor.
 
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +35,15 @@ class stateful {
   // Called before any record, with what snapshot_state() returned at the checkpoint resumed from.
   // Throws std::runtime_error when the bytes do not decode.
   virtual void restore_state(std::span<const std::byte> bytes) = 0;
+};
+
+// An operator that holds results back (a combiner's partial aggregates, combiner.hpp). The task
+// calls flush() at every checkpoint, before it snapshots and passes the barrier on: what was held
+// goes downstream ahead of the barrier, so none of it is state the checkpoint would have to keep.
+class flushable {
+ public:
+  virtual ~flushable() = default;
+  virtual void flush() = 0;
 };
 
 // Owns a chain's parts; anything a chain builder makes goes here.

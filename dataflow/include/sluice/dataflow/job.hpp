@@ -24,6 +24,8 @@
 // fingerprint, which every checkpoint carries. stream::identify() records a parameter of your own.
 
 #include <sluice/buffers/codec.hpp>
+#include <sluice/dataflow/combiner.hpp>
+#include <sluice/dataflow/key_hash.hpp>
 #include <sluice/dataflow/operators.hpp>
 #include <sluice/dataflow/task_parts.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
@@ -58,6 +60,10 @@ class task_builder {
     return ref;
   }
   void add_state(stateful& s) { states_.push_back(&s); }
+  // An operator the task flushes before each checkpoint (collector.hpp). Register it before its
+  // upstream operators are attached (as the typed API does): the task flushes in reverse order,
+  // upstream first, so a flush's output is flushed on by any flushable below it.
+  void add_flushable(flushable& f) { flushables_.push_back(&f); }
   void set_input(input_head& h) { input_ = &h; }
   void set_source(source_head& s) { source_ = &s; }
   void set_output(output_tail& t) { output_ = &t; }
@@ -80,6 +86,7 @@ class task_builder {
   // What the task takes over.
   std::vector<std::unique_ptr<chain_part>> parts_;
   std::vector<stateful*> states_;  // operator index = position
+  std::vector<flushable*> flushables_;  // downstream first
   input_head* input_ = nullptr;
   source_head* source_ = nullptr;
   output_tail* output_ = nullptr;
@@ -114,16 +121,6 @@ namespace detail {
 // named from another working directory or with a trailing '/' is recognised. job_fingerprint.cpp.
 std::string identity_path(const std::string& dir);
 }  // namespace detail
-
-// A stable 64-bit hash of a key's encoding (FNV-1a), the same in every run.
-template <class K>
-std::uint64_t stable_hash(const K& key) {
-  std::vector<std::byte> bytes;
-  buffers::encode_to(bytes, key);
-  std::uint64_t h = 1469598103934665603ull;
-  for (std::byte b : bytes) h = (h ^ std::to_integer<std::uint64_t>(b)) * 1099511628211ull;
-  return h;
-}
 
 // How a sink behaves beyond what it writes.
 struct sink_options {
@@ -320,6 +317,32 @@ class keyed_stream {
     return stream<T>(up_.job(), stage, [](task_builder& b, collector<T>& down) { b.set_input(b.make<gate_input<T>>(down)); },
                      {"op=partition"});
   }
+
+  // Local pre-aggregation on the upstream stage (a combiner, combiner.hpp): each upstream task folds
+  // its records per key into a partial accumulator and sends (key, partial) pairs on instead of the
+  // records, keyed alike: at every checkpoint (before the barrier), before a watermark, at the end
+  // of the input, and whenever its table holds max_keys keys. Follow it with an aggregate whose fold
+  // merges partials; the results are those of the aggregate without the combiner:
+  //   .key_by<std::string>(...).combine<std::uint64_t>([](std::uint64_t& n, const std::string&) { ++n; })
+  //   .aggregate<std::uint64_t, Out>("count", 2, [](std::uint64_t& n, const auto& p) { n += p.second; }, ...)
+  template <class Acc>
+  keyed_stream<K, std::pair<K, Acc>> combine(std::function<void(Acc&, const T&)> fold,
+                                             std::size_t max_keys = default_combine_keys) const {
+    using partial = std::pair<K, Acc>;
+    using op = combine_op<K, T, Acc>;
+    if (max_keys == 0) throw std::invalid_argument("combine: max_keys must be at least 1");
+    auto parent = up_.attach();
+    auto key = key_;
+    std::vector<std::string> identity = up_.identity();
+    identity.push_back("op=combine");
+    stream<partial> partials(up_.job(), up_.stage(), [parent, key, fold, max_keys](task_builder& b, collector<partial>& down) {
+      auto& c = b.make<op>(typename op::functions{key, fold}, max_keys, down);
+      b.add_flushable(c);
+      parent(b, c);
+    }, std::move(identity));
+    return keyed_stream<K, partial>(std::move(partials), [](const partial& p) { return p.first; });
+  }
+  static constexpr std::size_t default_combine_keys = 16384;
 
   // A new stage of `parallelism` tasks: every record's key folds into its accumulator; at the end of
   // the input each key's emit(key, acc) goes downstream.

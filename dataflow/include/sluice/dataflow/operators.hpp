@@ -3,10 +3,15 @@
 // two keyed, stateful ones, a running aggregate that emits at the end of the input and a tumbling
 // event-time window aggregate that emits when the watermark passes a window's end. Keyed operators
 // sit after a key_by exchange, so every record of a key reaches the same task and its state is
-// local. Results are emitted in key order (std::map), so a run's output is deterministic.
+// local. Results are emitted in key order, so a run's output is deterministic: the running aggregate
+// keeps a hash table and sorts its keys once, when it emits (and when it snapshots, so a checkpoint's
+// bytes are deterministic too); windows keep ordered maps.
 
 #include <sluice/buffers/codec.hpp>
 #include <sluice/dataflow/collector.hpp>
+#include <sluice/dataflow/key_hash.hpp>
+
+#include <algorithm>
 
 #include <cstdint>
 #include <functional>
@@ -15,6 +20,7 @@
 #include <stdexcept>
 #include <tuple>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -120,31 +126,49 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
   };
   keyed_aggregate(functions fns, collector<Out>& out) : fns_(std::move(fns)), out_(&out) {}
 
-  void collect(const In& record) override { fns_.fold(state_[fns_.key(record)], record); }
+  void collect(const In& record) override {
+    auto [it, inserted] = state_.try_emplace(fns_.key(record));
+    fns_.fold(it->second, record);
+  }
   void watermark(std::uint64_t t) override { out_->watermark(t); }
   void end_of_data() override {
     if (!emitted_) {
-      for (const auto& [key, acc] : state_) out_->collect(fns_.emit(key, acc));
+      for (const entry* e : sorted()) out_->collect(fns_.emit(e->first, e->second));
       emitted_ = true;
     }
     out_->end_of_data();
   }
+  // Version 1 as with the ordered map before: (emitted, entries in key order).
   std::vector<std::byte> snapshot_state() const override {
-    std::vector<std::pair<K, Acc>> entries(state_.begin(), state_.end());
+    std::vector<std::pair<K, Acc>> entries;
+    entries.reserve(state_.size());
+    for (const entry* e : sorted()) entries.emplace_back(e->first, e->second);
     return detail::encode_state(std::make_pair(emitted_, entries));
   }
   void restore_state(std::span<const std::byte> bytes) override {
     auto [emitted, entries] =
         detail::decode_state<std::pair<bool, std::vector<std::pair<K, Acc>>>>(bytes, "keyed aggregate");
     emitted_ = emitted;
-    state_ = std::map<K, Acc>(entries.begin(), entries.end());
+    state_.clear();
+    state_.reserve(entries.size());
+    for (auto& [key, acc] : entries) state_.insert_or_assign(std::move(key), std::move(acc));
   }
   std::size_t keys() const noexcept { return state_.size(); }
 
  private:
+  using table = std::unordered_map<K, Acc, key_hash<K>>;
+  using entry = typename table::value_type;
+  std::vector<const entry*> sorted() const {
+    std::vector<const entry*> out;
+    out.reserve(state_.size());
+    for (const entry& e : state_) out.push_back(&e);
+    std::sort(out.begin(), out.end(), [](const entry* a, const entry* b) { return a->first < b->first; });
+    return out;
+  }
+
   functions fns_;
   collector<Out>* out_;
-  std::map<K, Acc> state_;
+  table state_;
   bool emitted_ = false;
 };
 

@@ -25,6 +25,7 @@ struct wordcount_options {
   std::string output_dir;
   std::size_t parallelism = 2;
   std::uint64_t window_lines = 0;  // 0: totals over the whole input
+  std::chrono::microseconds slow_sink{0};  // the least time the sink spends per output line
 };
 
 // Adds the word-count stages to `job`. Throws std::invalid_argument for bad options.
