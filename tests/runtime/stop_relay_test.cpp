@@ -11,9 +11,12 @@
 #include <sluice/runtime/timer.hpp>
 #include <sluice/runtime/when_all.hpp>
 
+#include <support/backends.hpp>
+
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <functional>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -23,15 +26,30 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct backend_fixture {
+// An executor on a test_backend that performs nothing by itself: the first time the executor would
+// block (every operation in flight), `first_idle` runs; later idles run `later_idle`, if set.
+struct stop_harness {
   test_backend* backend = nullptr;
-  executor_options options() {
-    executor_options o;
-    auto b = std::make_unique<test_backend>();
-    backend = b.get();
-    o.backend = std::move(b);
-    return o;
+  executor ex{sluice::test::test_backend_options(backend)};
+  std::stop_source source;
+  std::size_t in_flight_at_first_idle = 0;
+  int idle_calls = 0;
+  std::function<void(test_backend&)> first_idle;
+  std::function<void(test_backend&)> later_idle;
+
+  stop_harness() {
+    backend->set_auto(false);
+    backend->on_idle = [this](test_backend& b) {
+      if (++idle_calls == 1) {
+        in_flight_at_first_idle = b.pending().size();
+        if (first_idle) first_idle(b);
+      } else if (later_idle) {
+        later_idle(b);
+      }
+    };
   }
+  ~stop_harness() { backend->on_idle = nullptr; }
+  void run(task<void> t) { ex.block_on(with_stop_token(std::move(t), source.get_token())); }
 };
 
 io_op nop_op() {
@@ -76,130 +94,82 @@ void stop_from_another_thread(std::stop_source& source) {
 }  // namespace
 
 TEST_CASE("a scope stopped before any operation submits none of its children's operations", "[stop_relay]") {
-  backend_fixture f;
-  std::stop_source source;
-  source.request_stop();
-  executor ex(f.options());
+  stop_harness h;
+  h.source.request_stop();
   std::vector<int> results(16, 1);
-  ex.block_on(with_stop_token(nops_in_scope(&results), source.get_token()));
+  h.run(nops_in_scope(&results));
   for (int r : results) REQUIRE(r == -ECANCELED);
-  REQUIRE(f.backend->submitted(op_code::nop) == 0);
-  REQUIRE(f.backend->submitted(op_code::cancel) == 0);
+  REQUIRE(h.backend->submitted(op_code::nop) == 0);
+  REQUIRE(h.backend->submitted(op_code::cancel) == 0);
 }
 
 TEST_CASE("a stop on the owner thread cancels 256 operations in flight under a scope", "[stop_relay]") {
-  backend_fixture f;
-  std::stop_source source;
-  executor ex(f.options());
-  f.backend->set_auto(false);
-  int idle_calls = 0;
-  std::size_t in_flight = 0;
-  f.backend->on_idle = [&](test_backend& b) {
-    if (++idle_calls == 1) {
-      in_flight = b.pending().size();
-      source.request_stop();
-    }
-  };
+  stop_harness h;
+  h.first_idle = [&h](test_backend&) { h.source.request_stop(); };
   std::vector<int> results(256, 1);
-  ex.block_on(with_stop_token(nops_in_scope(&results), source.get_token()));
-  REQUIRE(in_flight == 256 + 1);  // and the executor's wake-up read
+  h.run(nops_in_scope(&results));
+  REQUIRE(h.in_flight_at_first_idle == 256 + 1);  // and the executor's wake-up read
   for (int r : results) REQUIRE(r == -ECANCELED);
-  REQUIRE(f.backend->submitted(op_code::nop) == 256);
-  REQUIRE(f.backend->submitted(op_code::cancel) == 256);
-  REQUIRE(f.backend->outstanding() == 1);  // only the executor's wake-up read is left
-  f.backend->on_idle = nullptr;
+  REQUIRE(h.backend->submitted(op_code::nop) == 256);
+  REQUIRE(h.backend->submitted(op_code::cancel) == 256);
+  REQUIRE(h.backend->outstanding() == 1);  // only the executor's wake-up read is left
 }
 
 TEST_CASE("a stop from another thread cancels 256 operations in flight under when_all", "[stop_relay]") {
-  backend_fixture f;
-  std::stop_source source;
-  executor ex(f.options());
-  f.backend->set_auto(false);
-  int idle_calls = 0;
-  std::size_t in_flight = 0;
+  stop_harness h;
   std::uint64_t cancels_at_once = 1;
-  f.backend->on_idle = [&](test_backend& b) {
-    if (++idle_calls == 1) {
-      in_flight = b.pending().size();
-      stop_from_another_thread(source);  // the relay posts one message; nothing is cancelled yet
-      cancels_at_once = b.submitted(op_code::cancel);
-    }
+  h.first_idle = [&h, &cancels_at_once](test_backend& b) {
+    stop_from_another_thread(h.source);  // the relay posts one message; nothing is cancelled yet
+    cancels_at_once = b.submitted(op_code::cancel);
   };
   std::vector<int> results(256, 1);
-  ex.block_on(with_stop_token(nops_in_when_all(&results), source.get_token()));
-  REQUIRE(in_flight == 256 + 1);
+  h.run(nops_in_when_all(&results));
+  REQUIRE(h.in_flight_at_first_idle == 256 + 1);
   REQUIRE(cancels_at_once == 0);
   for (int r : results) REQUIRE(r == -ECANCELED);
-  REQUIRE(f.backend->submitted(op_code::cancel) == 256);
-  REQUIRE(f.backend->outstanding() == 1);
-  f.backend->on_idle = nullptr;
+  REQUIRE(h.backend->submitted(op_code::cancel) == 256);
+  REQUIRE(h.backend->outstanding() == 1);
 }
 
 TEST_CASE("a stop reaches the operations of nested scopes", "[stop_relay]") {
-  backend_fixture f;
-  std::stop_source source;
-  executor ex(f.options());
-  f.backend->set_auto(false);
-  int idle_calls = 0;
-  std::size_t in_flight = 0;
-  f.backend->on_idle = [&](test_backend& b) {
-    if (++idle_calls == 1) {
-      in_flight = b.pending().size();
-      stop_from_another_thread(source);
-    }
-  };
+  stop_harness h;
+  h.first_idle = [&h](test_backend&) { stop_from_another_thread(h.source); };
   std::vector<int> results(64, 1);
-  ex.block_on(with_stop_token(nested_scopes(&results, 8), source.get_token()));
-  REQUIRE(in_flight == 64 + 1);
+  h.run(nested_scopes(&results, 8));
+  REQUIRE(h.in_flight_at_first_idle == 64 + 1);
   for (int r : results) REQUIRE(r == -ECANCELED);
-  REQUIRE(f.backend->submitted(op_code::cancel) == 64);
-  REQUIRE(f.backend->outstanding() == 1);
-  f.backend->on_idle = nullptr;
+  REQUIRE(h.backend->submitted(op_code::cancel) == 64);
+  REQUIRE(h.backend->outstanding() == 1);
 }
 
 TEST_CASE("under a scope, a cancel that loses the race leaves the target's own result", "[stop_relay]") {
   // The cancel completes first (too late: -EALREADY); the target then completes with its real
   // result, which is what the child must see, and only after both did it resume.
-  backend_fixture f;
-  std::stop_source source;
-  executor ex(f.options());
-  f.backend->set_auto(false);
-  f.backend->set_cancel_too_late(true);
-  int idle_calls = 0;
-  f.backend->on_idle = [&](test_backend& b) {
-    if (++idle_calls == 1) {
-      source.request_stop();
-    } else if (io_op* nop = b.find(op_code::nop)) {
-      b.complete(*nop, 7);
-    }
+  stop_harness h;
+  h.backend->set_cancel_too_late(true);
+  h.first_idle = [&h](test_backend&) { h.source.request_stop(); };
+  h.later_idle = [](test_backend& b) {
+    if (io_op* nop = b.find(op_code::nop)) b.complete(*nop, 7);
   };
   std::vector<int> results(1, 1);
-  ex.block_on(with_stop_token(nops_in_scope(&results), source.get_token()));
+  h.run(nops_in_scope(&results));
   REQUIRE(results[0] == 7);
-  REQUIRE(f.backend->submitted(op_code::cancel) == 1);
-  REQUIRE(f.backend->outstanding() == 1);
-  f.backend->on_idle = nullptr;
+  REQUIRE(h.backend->submitted(op_code::cancel) == 1);
+  REQUIRE(h.backend->outstanding() == 1);
 }
 
 TEST_CASE("an operation that completes while the relay's message is on its way keeps its result", "[stop_relay]") {
   // The stop comes from another thread (the relay posts its message) and the nop completes in the
   // same poll. The message then finds the nop finished: no cancel, the target's result stands.
-  backend_fixture f;
-  std::stop_source source;
-  executor ex(f.options());
-  f.backend->set_auto(false);
-  int idle_calls = 0;
-  f.backend->on_idle = [&](test_backend& b) {
-    if (++idle_calls == 1) {
-      stop_from_another_thread(source);
-      b.complete(*b.find(op_code::nop), 5);
-    }
+  stop_harness h;
+  h.first_idle = [&h](test_backend& b) {
+    stop_from_another_thread(h.source);
+    b.complete(*b.find(op_code::nop), 5);
   };
   std::vector<int> results(1, 1);
-  ex.block_on(with_stop_token(nops_in_scope(&results), source.get_token()));
+  h.run(nops_in_scope(&results));
   REQUIRE(results[0] == 5);
-  REQUIRE(f.backend->submitted(op_code::cancel) == 0);
-  f.backend->on_idle = nullptr;
+  REQUIRE(h.backend->submitted(op_code::cancel) == 0);
 }
 
 namespace {
@@ -237,9 +207,9 @@ task<void> scope_racing_its_stop(std::stop_source* source, std::vector<int>* res
 TEST_CASE("a group that ends while its relay's stop message is on its way waits for the message", "[stop_relay]") {
   // The race: a stop from another thread posts the relay's message at the moment the group's last
   // child finishes. The join must not return (and the group must not die) before that message ran.
-  backend_fixture f;
+  test_backend* backend = nullptr;
+  executor ex(sluice::test::test_backend_options(backend));
   std::stop_source source;
-  executor ex(f.options());
   int result = 1;
   bool pending_at_end = false;
   bool pending_after_join = true;
@@ -247,20 +217,20 @@ TEST_CASE("a group that ends while its relay's stop message is on its way waits 
   REQUIRE(result == 0);
   REQUIRE(pending_at_end);  // the race really happened: the child ended with the message in the inbox
   REQUIRE_FALSE(pending_after_join);
-  REQUIRE(f.backend->submitted(op_code::cancel) == 0);
+  REQUIRE(backend->submitted(op_code::cancel) == 0);
 }
 
 TEST_CASE("a scope whose children end as a stop from another thread arrives joins after the stop message", "[stop_relay]") {
   // The same race through the public scope, with many children.
-  backend_fixture f;
+  test_backend* backend = nullptr;
+  executor ex(sluice::test::test_backend_options(backend));
   std::stop_source source;
-  executor ex(f.options());
   std::vector<int> results(32, 1);
   const auto frames = live_frames();
   ex.block_on(with_stop_token(scope_racing_its_stop(&source, &results), source.get_token()));
   for (int r : results) REQUIRE(r == 0);
   REQUIRE(source.stop_requested());
-  REQUIRE(f.backend->submitted(op_code::cancel) == 0);
+  REQUIRE(backend->submitted(op_code::cancel) == 0);
   REQUIRE(live_frames() == frames);
 }
 
