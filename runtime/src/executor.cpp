@@ -241,26 +241,7 @@ void executor::shutdown() {
 
 void executor::stop_now() noexcept {
   assert(is_current());
-  stop_source_.request_stop();
-  while (detail::stoppable_wait* w = stop_waits_) {
-    unlink_stop_wait(w);
-    w->stop_requested();
-  }
-}
-
-void executor::link_stop_wait(detail::stoppable_wait* w) noexcept {
-  w->stop_prev_ = nullptr;
-  w->stop_next_ = stop_waits_;
-  if (stop_waits_ != nullptr) stop_waits_->stop_prev_ = w;
-  stop_waits_ = w;
-  w->in_stop_list_ = true;
-}
-
-void executor::unlink_stop_wait(detail::stoppable_wait* w) noexcept {
-  if (w->stop_prev_ != nullptr) w->stop_prev_->stop_next_ = w->stop_next_; else stop_waits_ = w->stop_next_;
-  if (w->stop_next_ != nullptr) w->stop_next_->stop_prev_ = w->stop_prev_;
-  w->stop_prev_ = w->stop_next_ = nullptr;
-  w->in_stop_list_ = false;
+  stop_source_.request_stop();  // on this thread: stop_relay_'s callback cancels its waits inline
 }
 
 // --- detached tasks ----------------------------------------------------------------------------
@@ -279,7 +260,7 @@ executor::root_task executor::run_detached(task<void> t, executor* ex) {
 }
 
 void executor::start_root(root_task&& root) {
-  root.handle.promise().set_stop_token(&stop_token_);
+  root.handle.promise().set_stop_relay(&stop_relay_);
   schedule(root.handle);
 }
 
@@ -301,19 +282,21 @@ void spawn_on(executor& ex, task<void> t) {
 
 namespace detail {
 
-void stoppable_wait::arm(std::coroutine_handle<> waiter, std::stop_token const* token) {
+void stoppable_wait::arm(std::coroutine_handle<> waiter, stop_relay* relay) {
   owner_ = executor::current();
   assert(owner_ && "awaiting an operation off an executor");
   waiter_ = waiter;
   run = &stoppable_wait::on_message;
-  if (token == owner_->stop_token()) {
-    if (token->stop_requested()) {
+  if (relay == nullptr) return;
+  if (relay->home() == owner_) {
+    if (relay->stop_requested()) {
       stop_requested();
     } else {
-      owner_->link_stop_wait(this);
+      relay->link(this);
     }
-  } else if (token != nullptr && token->stop_possible()) {
-    callback_.emplace(*token, on_stop{this});
+  } else if (relay->token().stop_possible()) {
+    // Off the relay's home (a child that switched executors): a callback of its own.
+    callback_.emplace(relay->token(), on_stop{this});
   }
 }
 
@@ -345,12 +328,48 @@ void stoppable_wait::on_message(inbox_node* self) noexcept {
 
 void stoppable_wait::finish_target() noexcept {
   finished_ = true;
-  if (in_stop_list_) owner_->unlink_stop_wait(this);
+  if (relay_ != nullptr) {
+    // A stop requested before this finish counts as seen even if the relay has not walked yet, as
+    // it would with a callback of our own (an fd that arrives then is closed, io_awaitable.cpp).
+    if (relay_->stop_requested()) stop_seen_ = true;
+    relay_->unlink(this);
+  }
   // Waits for a stop callback running concurrently on another thread; afterwards posted_ is final.
   callback_.reset();
   if (posted_.load(std::memory_order_acquire)) {
     stop_seen_ = true;
     if (!message_handled_) ++pending_;
+  }
+}
+
+// --- stop relays ------------------------------------------------------------------------------
+
+void stop_relay::stop_fired() noexcept {
+  if (home_->is_current()) {
+    cancel_all();
+    return;
+  }
+  posted_.store(true, std::memory_order_release);
+  run = &stop_relay::on_message;
+  home_->post_node(this);
+}
+
+void stop_relay::on_message(inbox_node* self) noexcept {
+  auto* r = static_cast<stop_relay*>(self);
+  r->ran_ = true;
+  r->cancel_all();
+  if (r->quiet_waiter_) {
+    r->posted_.store(false, std::memory_order_relaxed);
+    r->ran_ = false;
+    r->home_->schedule(std::exchange(r->quiet_waiter_, {}));
+  }
+}
+
+void stop_relay::cancel_all() noexcept {
+  while (stoppable_wait* w = head_) {
+    unlink(w);
+    w->stop_seen_ = true;
+    w->cancel_on_owner();
   }
 }
 

@@ -6,15 +6,15 @@
 
 namespace sluice::runtime {
 
-bool io_awaitable::start(std::coroutine_handle<> h, std::stop_token const* token) {
-  if (token != nullptr && token->stop_requested()) {
+bool io_awaitable::start(std::coroutine_handle<> h, detail::stop_relay* relay) {
+  if (relay != nullptr && relay->stop_requested()) {
     op_.result = -ECANCELED;  // cancelled before submission: no I/O at all
     return false;
   }
   op_.user = this;
   op_.complete = &io_awaitable::on_complete;
   executor::current()->submit(op_);
-  arm(h, token);
+  arm(h, relay);
   return true;
 }
 

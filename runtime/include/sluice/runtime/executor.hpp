@@ -104,8 +104,8 @@ class executor {
   // Asks every task that uses this executor's stop token to stop; run() then returns once all
   // detached tasks have finished.
   void request_stop() noexcept;
-  std::stop_token const* stop_token() const noexcept { return &stop_token_; }
-  bool stop_requested() const noexcept { return stop_token_.stop_requested(); }
+  std::stop_token const* stop_token() const noexcept { return &stop_relay_.token(); }
+  bool stop_requested() const noexcept { return stop_relay_.stop_requested(); }
 
   // Drives `t` to completion on this thread (which becomes the owner while it runs).
   template <class T>
@@ -145,12 +145,9 @@ class executor {
   struct root_task;
   friend struct root_task;
   friend class detail::stoppable_wait;
-  // Waits under this executor's own stop token are kept in an intrusive owner-only list instead of
-  // registering a std::stop_callback each (two atomic read-modify-writes per operation): stop_now()
-  // walks the list.
+  // The stop source's request runs on this thread only, so the relay's callback cancels the waits
+  // under this executor's own token inline.
   void stop_now() noexcept;
-  void link_stop_wait(detail::stoppable_wait* w) noexcept;
-  void unlink_stop_wait(detail::stoppable_wait* w) noexcept;
   static root_task run_detached(task<void> t, executor* ex);
   template <class T>
   struct slot;
@@ -186,13 +183,13 @@ class executor {
   bool shut_down_ = false;
   bool recent_inbox_traffic_ = false;
   std::stop_source stop_source_{};
-  std::stop_token stop_token_{stop_source_.get_token()};
+  // Waits under this executor's own token link here (detail::stop_relay).
+  detail::stop_relay stop_relay_{stop_source_.get_token(), this};
   struct stop_message : detail::inbox_node {
     executor* owner = nullptr;
   } stop_node_{};
   std::atomic<bool> stop_posted_{false};
   std::size_t detached_ = 0;
-  detail::stoppable_wait* stop_waits_ = nullptr;
 };
 
 // --- yield and switch_to --------------------------------------------------------------------
@@ -343,7 +340,8 @@ class stoppable_wait : protected inbox_node {
 
  protected:
   // Called in await_suspend after the target has been started. Must be on the owner executor.
-  void arm(std::coroutine_handle<> waiter, std::stop_token const* token);
+  // `relay` carries the awaiting task's stop token (null: not stoppable).
+  void arm(std::coroutine_handle<> waiter, stop_relay* relay);
   // The target has finished (owner thread): detaches from the stop token. Afterwards
   // stop_was_requested() is final. Follow with release() to resume the waiter.
   void finish_target() noexcept;
@@ -368,12 +366,12 @@ class stoppable_wait : protected inbox_node {
   void stop_requested() noexcept;
   static void on_message(inbox_node* self) noexcept;
 
-  friend class sluice::runtime::executor;
+  friend class stop_relay;
   executor* owner_ = nullptr;
   std::coroutine_handle<> waiter_{};
-  stoppable_wait* stop_prev_ = nullptr;  // in the owner's list of waits under its own token
-  stoppable_wait* stop_next_ = nullptr;
-  bool in_stop_list_ = false;
+  stop_relay* relay_ = nullptr;  // linked in this relay's list (on the owner) until the target finishes
+  stoppable_wait* relay_prev_ = nullptr;
+  stoppable_wait* relay_next_ = nullptr;
   unsigned pending_ = 1;
   bool finished_ = false;
   bool stop_seen_ = false;
@@ -381,6 +379,25 @@ class stoppable_wait : protected inbox_node {
   std::atomic<bool> posted_{false};
   std::optional<std::stop_callback<on_stop>> callback_{};
 };
+
+inline void stop_relay::link(stoppable_wait* w) {
+  assert(w->relay_ == nullptr);
+  w->relay_ = this;
+  w->relay_prev_ = nullptr;
+  w->relay_next_ = head_;
+  if (head_ != nullptr) head_->relay_prev_ = w;
+  head_ = w;
+  // The one callback of the relay; if the token was stopped meanwhile, it runs here and cancels w.
+  if (!callback_) callback_.emplace(token_, fire{this});
+}
+
+inline void stop_relay::unlink(stoppable_wait* w) noexcept {
+  assert(w->relay_ == this);
+  if (w->relay_prev_ != nullptr) w->relay_prev_->relay_next_ = w->relay_next_; else head_ = w->relay_next_;
+  if (w->relay_next_ != nullptr) w->relay_next_->relay_prev_ = w->relay_prev_;
+  w->relay_prev_ = w->relay_next_ = nullptr;
+  w->relay_ = nullptr;
+}
 
 }  // namespace detail
 }  // namespace sluice::runtime

@@ -38,7 +38,7 @@ class io_awaitable : public detail::stoppable_wait {
   std::int32_t await_resume() const noexcept { return op_.result; }
 
  protected:
-  bool start(std::coroutine_handle<> h, std::stop_token const* token);
+  bool start(std::coroutine_handle<> h, detail::stop_relay* relay);
   io_op op_;
 
  private:

@@ -15,6 +15,8 @@
 //   task<int> answer() { co_return 42; }
 //   task<void> caller() { int v = co_await answer(); }
 
+#include <sluice/runtime/detail/stop_relay.hpp>
+
 #include <cassert>
 #include <coroutine>
 #include <cstdint>
@@ -59,7 +61,7 @@ inline void transfer_to(std::coroutine_handle<> h) noexcept {
   next_handle = h;
 }
 
-inline constexpr std::stop_token const* no_stop_token = nullptr;
+inline constexpr stop_relay* no_stop_token = nullptr;
 
 // Frame allocation with a per-thread live count, so tests can prove that no frame leaks.
 struct frame_allocation {
@@ -96,20 +98,22 @@ class promise_base : public frame_allocation {
   final_awaiter final_suspend() noexcept { return {}; }
 
   void set_continuation(std::coroutine_handle<> c) noexcept { continuation_ = c; }
-  // The stop token of whoever awaits this task; it outlives the task (the awaiter is suspended).
-  void set_stop_token(std::stop_token const* token) noexcept { stop_token_ = token; }
-  std::stop_token const* stop_token() const noexcept { return stop_token_; }
+  // The stop token (in its relay) of whoever awaits this task; it outlives the task (the awaiter
+  // is suspended).
+  void set_stop_relay(stop_relay* relay) noexcept { stop_relay_ = relay; }
+  stop_relay* relay() const noexcept { return stop_relay_; }
 
  private:
   std::coroutine_handle<> continuation_{};
-  std::stop_token const* stop_token_ = no_stop_token;
+  stop_relay* stop_relay_ = no_stop_token;
 };
 
-// The stop token of the coroutine behind `h`, if it is a sluice coroutine; otherwise none.
+// The stop token (in its relay) of the coroutine behind `h`, if it is a sluice coroutine;
+// otherwise none.
 template <class P>
-std::stop_token const* stop_token_of(std::coroutine_handle<P> h) noexcept {
+stop_relay* stop_token_of(std::coroutine_handle<P> h) noexcept {
   if constexpr (std::is_base_of_v<promise_base, P>) {
-    return h.promise().stop_token();
+    return h.promise().relay();
   } else {
     (void)h;
     return no_stop_token;
@@ -189,7 +193,7 @@ class [[nodiscard]] task {
     template <class P>
     void await_suspend(std::coroutine_handle<P> caller) noexcept {
       handle.promise().set_continuation(caller);
-      handle.promise().set_stop_token(detail::stop_token_of(caller));
+      handle.promise().set_stop_relay(detail::stop_token_of(caller));
       detail::transfer_to(handle);
     }
     T await_resume() { return handle.promise().take(); }
@@ -230,33 +234,35 @@ std::int64_t live_frames() noexcept;
 
 // Awaiting this yields the stop token of the current task (never null: an empty token if none).
 struct current_stop_token_t {
-  std::stop_token const* token = nullptr;
+  detail::stop_relay* relay = nullptr;
   bool await_ready() const noexcept { return false; }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> caller) noexcept {
-    token = detail::stop_token_of(caller);
+    relay = detail::stop_token_of(caller);
     return false;
   }
-  std::stop_token await_resume() const noexcept { return token ? *token : std::stop_token{}; }
+  std::stop_token await_resume() const noexcept { return relay ? relay->token() : std::stop_token{}; }
 };
 inline current_stop_token_t current_stop_token() noexcept { return {}; }
 
 // Awaits `t` under `token` instead of the awaiter's own stop token (for code that owns a
-// std::stop_source, e.g. a server's shutdown switch). The token is kept in this frame.
+// std::stop_source, e.g. a server's shutdown switch). The token is kept in this frame, in a relay
+// without a home: each wait under it registers its own std::stop_callback.
 template <class T>
 task<T> with_stop_token(task<T> t, std::stop_token token) {
   struct awaiter {
     task<T>* inner;
-    std::stop_token const* token;
+    detail::stop_relay* relay;
     bool await_ready() const noexcept { return false; }
     void await_suspend(std::coroutine_handle<> caller) noexcept {
       inner->handle().promise().set_continuation(caller);
-      inner->handle().promise().set_stop_token(token);
+      inner->handle().promise().set_stop_relay(relay);
       detail::transfer_to(inner->handle());
     }
     T await_resume() { return inner->handle().promise().take(); }
   };
-  co_return co_await awaiter{&t, &token};
+  detail::stop_relay relay{std::move(token)};
+  co_return co_await awaiter{&t, &relay};
 }
 
 }  // namespace sluice::runtime

@@ -3,6 +3,9 @@
 // stop source (linked to the parent's stop token) and are joined before the parent resumes.
 // Children run on the executor that starts them; they are started by scheduling (FIFO), and the
 // last one to finish hands control back to the joiner through the trampoline.
+// The children's token lives in a stop_relay homed on the group's executor: their waits there link
+// into it, and one callback per group (not per wait) cancels them. The join also waits for a relay
+// message that a stop from another thread posted, so the group never dies under it.
 
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/task.hpp>
@@ -26,9 +29,11 @@ class group {
   group& operator=(const group&) = delete;
   ~group() { assert(live_ == 0 && "a group was destroyed with children still running"); }
 
-  std::stop_token const* token() const noexcept { return &token_; }
+  std::stop_token const* token() const noexcept { return &relay_.token(); }
   void request_stop() noexcept { source_.request_stop(); }
-  bool stop_requested() const noexcept { return token_.stop_requested(); }
+  bool stop_requested() const noexcept { return relay_.stop_requested(); }
+  // Test hook: a stop from another thread posted the relay's message and it has not run yet.
+  bool stop_message_pending() const noexcept { return relay_.message_pending(); }
 
   // Forwards a stop of the parent to the children.
   void link(std::stop_token parent) {
@@ -46,16 +51,26 @@ class group {
 
   template <class Promise>
   void start(std::coroutine_handle<Promise> child) {
-    if (home_ == nullptr) home_ = executor::current();
+    if (home_ == nullptr) {
+      home_ = executor::current();
+      relay_.set_home(home_);
+    }
     assert(home_ == executor::current() && "a group's children are started on its executor");
     child.promise().group_ = this;
-    child.promise().set_stop_token(&token_);
+    child.promise().set_stop_relay(&relay_);
     ++live_;
     executor::current()->schedule(child);
   }
   void child_done() noexcept {
     assert(live_ > 0);
-    if (--live_ == 0 && waiter_) transfer_to(std::exchange(waiter_, {}));
+    if (--live_ == 0 && waiter_) {
+      std::coroutine_handle<> w = std::exchange(waiter_, {});
+      if (relay_.quiesce()) {
+        transfer_to(w);
+      } else {
+        relay_.resume_when_quiet(w);
+      }
+    }
   }
   std::size_t live() const noexcept { return live_; }
 
@@ -74,8 +89,14 @@ class group {
 
   struct join_awaiter {
     group* self;
-    bool await_ready() const noexcept { return self->live_ == 0; }
-    void await_suspend(std::coroutine_handle<> h) noexcept { self->waiter_ = h; }
+    bool await_ready() const noexcept { return self->live_ == 0 && self->relay_.quiesce(); }
+    void await_suspend(std::coroutine_handle<> h) noexcept {
+      if (self->live_ == 0) {
+        self->relay_.resume_when_quiet(h);  // only the relay's message is still on its way
+      } else {
+        self->waiter_ = h;
+      }
+    }
     void await_resume() const noexcept {}
   };
   join_awaiter join() noexcept { return {this}; }
@@ -86,7 +107,7 @@ class group {
     void operator()() const noexcept { source->request_stop(); }
   };
   std::stop_source source_{};
-  std::stop_token token_{source_.get_token()};
+  stop_relay relay_{source_.get_token()};
   // Two links: a scope may be linked at construction and again by its join().
   std::optional<std::stop_callback<forward>> link_{};
   std::optional<std::stop_callback<forward>> second_link_{};

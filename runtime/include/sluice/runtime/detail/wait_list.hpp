@@ -56,9 +56,9 @@ class list_wait : public stoppable_wait {
   }
 
  protected:
-  void enqueue(wait_list& list, std::coroutine_handle<> h, std::stop_token const* token) {
+  void enqueue(wait_list& list, std::coroutine_handle<> h, stop_relay* relay) {
     list.push_back(this);
-    arm(h, token);
+    arm(h, relay);
   }
 
  private:
