@@ -87,6 +87,7 @@ void record_deserializer::start_record(std::uint32_t length) {
         "record deserializer: length prefix of {} bytes exceeds the maximum record size of {} bytes "
         "(corrupt stream, or raise max_record_bytes)",
         length, max_record_bytes_);
+    failed_ = true;
     clear();
     throw record_error(failure_);
   }
@@ -95,7 +96,7 @@ void record_deserializer::start_record(std::uint32_t length) {
   spanning_ = false;
 }
 
-std::optional<std::span<const std::byte>> record_deserializer::next_record_bytes() {
+std::optional<std::span<const std::byte>> record_deserializer::next_record_bytes_slow() {
   if (!failure_.empty()) throw record_error(failure_);
   if (spanning_ && !in_record_) {
     // The previous call returned the scratch; it is free again.

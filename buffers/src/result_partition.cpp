@@ -40,6 +40,7 @@ result_partition::result_partition(local_buffer_pool& pool, partition_options op
   }
   SLUICE_ASSERT(pool.owner() == nullptr || pool.owner() == owner_, "result partition on another executor than its pool");
   subs_ = std::make_unique<subpartition_state[]>(options_.subpartitions);
+  cursors_ = std::make_unique<write_cursor[]>(options_.subpartitions);
 }
 
 result_partition::~result_partition() {
@@ -86,13 +87,13 @@ runtime::task<bool> result_partition::emit_stream_bytes(std::span<const std::byt
 }
 
 runtime::task<bool> result_partition::emit_pending(std::size_t subpartition) {
-  fast_budget_ = fast_path_run;
+  fast_budget_bytes_ = fast_path_bytes;
   const bool written = co_await copy_record(subpartition);
   emitting_ = false;
   // A producer that never waits for a buffer would starve the senders and the flusher of its
-  // executor: give them a turn every yield_interval.
-  if (const auto now = owner_->now(); now >= next_yield_) {
-    next_yield_ = now + yield_interval;
+  // executor: give them a turn every yield_interval (copy_record read the clock last).
+  if (last_now_ >= next_yield_) {
+    next_yield_ = last_now_ + yield_interval;
     co_await runtime::yield_to_io();
   }
   co_return written;
@@ -113,6 +114,10 @@ runtime::task<bool> result_partition::emit_broadcast_pending() {
 
 runtime::task<bool> result_partition::copy_record(std::size_t subpartition) {
   subpartition_state& s = subs_[subpartition];
+  (void)settled(s);  // what try_emit wrote is committed and its cursor disarmed until arm() below
+  // One clock read per slow-path record (again after waiting for a buffer): the deadline of a
+  // buffer taken here and the due check below use it, and emit_pending's yield check after it.
+  last_now_ = owner_->now();
   for (;;) {
     if (s.released) {
       serializer_.clear();
@@ -122,7 +127,7 @@ runtime::task<bool> result_partition::copy_record(std::size_t subpartition) {
     if (!s.current.valid() && spare_.valid()) {
       s.current = std::move(spare_);
       s.current.set_kind(buffer_kind::data);
-      s.deadline = owner_->now() + options_.flush_timeout;
+      s.deadline = last_now_ + options_.flush_timeout;
     }
     if (!s.current.valid()) {
       std::optional<buffer> next = co_await pool_->request();  // backpressure: suspends on an empty pool
@@ -130,10 +135,11 @@ runtime::task<bool> result_partition::copy_record(std::size_t subpartition) {
         serializer_.clear();
         co_return false;
       }
+      last_now_ = owner_->now();
       if (s.released) continue;  // released while we waited: `next` goes back to the pool
       s.current = std::move(*next);
       s.current.set_kind(buffer_kind::data);
-      s.deadline = owner_->now() + options_.flush_timeout;
+      s.deadline = last_now_ + options_.flush_timeout;
     }
     // A record that fits in one buffer never spans two (fewer records reassembled by the consumer).
     if (!serializer_.started() && s.current.size() > 0 && serializer_.pending_bytes() > s.current.remaining() &&
@@ -146,13 +152,44 @@ runtime::task<bool> result_partition::copy_record(std::size_t subpartition) {
     enqueue_current(s);  // full
     if (result == copy_result::record_complete_buffer_full) break;
   }
-  if (s.current.valid() && (options_.flush_timeout.count() == 0 || owner_->now() >= s.deadline)) {
+  if (s.current.valid() && (options_.flush_timeout.count() == 0 || last_now_ >= s.deadline)) {
     enqueue_current(s);
   }
+  arm(s);
   co_return true;
 }
 
+buffer& result_partition::settled(subpartition_state& s) noexcept {
+  write_cursor& c = cursor(s);
+  if (c.pos != nullptr) {
+    assert(s.current.valid());
+    const std::byte* committed = s.current.writable().data();
+    assert(c.pos >= committed && c.end == committed + s.current.remaining());
+    s.current.commit(static_cast<std::size_t>(c.pos - committed));
+    c = write_cursor{};
+  }
+  return s.current;
+}
+
+void result_partition::arm(subpartition_state& s) noexcept {
+  buffer& b = settled(s);
+  if (!b.valid() || s.released || options_.flush_timeout.count() == 0) return;
+  const std::span<std::byte> tail = b.writable();
+  cursor(s) = write_cursor{tail.data(), tail.data() + tail.size()};
+}
+
+bool result_partition::try_emit_arm(std::size_t subpartition, std::size_t total_bytes, std::size_t record_bytes) {
+  if (fast_budget_bytes_ <= 0) return false;  // emit() renews it and may yield
+  subpartition_state& s = subs_[subpartition];
+  if (options_.flush_timeout.count() == 0 || s.released || record_bytes > options_.max_record_bytes) return false;
+  if (!s.current.valid() && !take_buffer_now(s)) return false;
+  arm(s);
+  const write_cursor& c = cursors_[subpartition];
+  return total_bytes < static_cast<std::size_t>(c.end - c.pos);  // else the slow path finishes the buffer
+}
+
 void result_partition::enqueue_current(subpartition_state& s) {
+  (void)settled(s);
   assert(s.current.valid() && s.current.size() > 0);
   data_bytes_ += s.current.size();
   buffer_view view = s.current.retain();
@@ -181,7 +218,7 @@ void result_partition::push(subpartition_state& s, entry e) {
 void result_partition::flush(std::size_t subpartition) {
   check_owner();
   subpartition_state& s = at(subpartition);
-  if (s.current.valid() && s.current.size() > 0) enqueue_current(s);  // (try_emit may leave an empty one)
+  if (settled(s).valid() && s.current.size() > 0) enqueue_current(s);  // (try_emit may leave an empty one)
 }
 
 void result_partition::flush_all() {
@@ -193,7 +230,8 @@ void result_partition::flush_due() {
   const auto now = owner_->now();
   for (std::size_t i = 0; i < options_.subpartitions; ++i) {
     subpartition_state& s = subs_[i];
-    if (s.current.valid() && s.current.size() > 0 && now >= s.deadline) enqueue_current(s);
+    // (valid() may be read without settling: only the size lags behind an armed cursor)
+    if (s.current.valid() && now >= s.deadline && settled(s).size() > 0) enqueue_current(s);
   }
 }
 
@@ -385,7 +423,7 @@ void result_partition::release(std::size_t subpartition) {
   s.queue.clear();
   s.data_queued = 0;
   s.events_queued = 0;
-  s.current.reset();
+  settled(s).reset();
   dropped.clear();      // each view recycles its buffer once; waiters are scheduled, not called
   s.available.set();    // a waiting consumer sees the release
 }

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -44,7 +45,22 @@ class record_deserializer {
   bool needs_buffer() const noexcept { return !current_.valid() || position_ == current_.size(); }
 
   // The next whole record's bytes, valid until the next call; nullopt when the buffer is used up.
-  std::optional<std::span<const std::byte>> next_record_bytes();
+  // Inline for the common case (a whole record inside the current buffer, nothing half read);
+  // everything else goes to next_record_bytes_slow().
+  std::optional<std::span<const std::byte>> next_record_bytes() {
+    const std::size_t have = left();
+    if (!in_record_ && prefix_have_ == 0 && !spanning_ && !failed_ && have >= record_length_bytes) [[likely]] {
+      const std::byte* at = current_.data().data() + position_;
+      std::uint32_t length;
+      std::memcpy(&length, at, record_length_bytes);
+      length = detail::to_little(length);
+      if (length <= have - record_length_bytes && length <= max_record_bytes_) [[likely]] {
+        position_ += record_length_bytes + length;
+        return std::span<const std::byte>(length > 0 ? at + record_length_bytes : nullptr, length);
+      }
+    }
+    return next_record_bytes_slow();
+  }
   template <codable T>
   std::optional<T> next_record() {
     auto bytes = next_record_bytes();
@@ -80,6 +96,7 @@ class record_deserializer {
  private:
   std::size_t left() const noexcept { return current_.valid() ? current_.size() - position_ : 0; }
   void start_record(std::uint32_t length);
+  std::optional<std::span<const std::byte>> next_record_bytes_slow();
 
   std::size_t max_record_bytes_;
   buffer_view current_;
@@ -91,6 +108,7 @@ class record_deserializer {
   bool spanning_ = false;           // its bytes are gathered in scratch_
   std::vector<std::byte> scratch_;  // at most max_record_bytes_
   std::string failure_;             // set once the framing is broken
+  bool failed_ = false;             // !failure_.empty(), for the inline path
 };
 
 }  // namespace sluice::buffers

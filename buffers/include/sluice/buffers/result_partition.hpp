@@ -42,6 +42,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -83,19 +84,23 @@ class result_partition {
   template <codable T>
   bool try_emit(const T& record, std::size_t subpartition) {
     assert(!emitting_ && !finished_ && "try_emit during an emit or after finish()");
-    if (subpartition >= options_.subpartitions || --fast_budget_ == 0) return false;
-    subpartition_state& s = subs_[subpartition];
-    if (options_.flush_timeout.count() == 0 || s.released) return false;
-    if (!s.current.valid() && !take_buffer_now(s)) return false;
+    if (subpartition >= options_.subpartitions) return false;
     const std::size_t record_bytes = codec<T>::encoded_size(record);
-    if (record_length_bytes + record_bytes >= s.current.remaining() || record_bytes > options_.max_record_bytes) {
-      return false;  // the slow path finishes full buffers
+    const std::size_t total_bytes = record_length_bytes + record_bytes;
+    write_cursor& c = cursors_[subpartition];
+    // The per-record path: a bounds check against the subpartition's armed cursor and a pointer
+    // bump (a disarmed cursor has pos == end). Everything else (no buffer yet, a record that does
+    // not fit whole, the budget spent) goes to try_emit_arm() or to emit(). `<` as the slow path
+    // does: a record that would fill the buffer exactly goes there, which finishes the buffer.
+    if (total_bytes < static_cast<std::size_t>(c.end - c.pos) && record_bytes <= options_.max_record_bytes &&
+        (fast_budget_bytes_ -= static_cast<std::ptrdiff_t>(total_bytes)) > 0) [[likely]] {
+      write_record_at(c.pos, record, record_bytes);
+      c.pos += total_bytes;
+      return true;
     }
-    byte_writer w(s.current.writable().first(record_length_bytes + record_bytes));
-    const std::uint32_t length = detail::to_little(static_cast<std::uint32_t>(record_bytes));
-    w.write(&length, sizeof length);
-    codec<T>::encode(w, record);
-    s.current.commit(record_length_bytes + record_bytes);
+    if (!try_emit_arm(subpartition, total_bytes, record_bytes)) return false;
+    write_record_at(c.pos, record, record_bytes);
+    c.pos += total_bytes;
     return true;
   }
 
@@ -219,7 +224,10 @@ class result_partition {
     std::deque<entry> queue;
     std::size_t data_queued = 0;
     std::size_t events_queued = 0;
-    buffer current;  // partially filled, not yet visible
+    // Partially filled, not yet visible. While the subpartition's write cursor is armed, try_emit
+    // has written bytes past current's size: read or change it only through settled(), never
+    // directly (settled() commits those bytes and disarms the cursor).
+    buffer current;
     std::chrono::steady_clock::time_point deadline{};
     bool released = false;
     runtime::event available;
@@ -238,6 +246,37 @@ class result_partition {
   void enqueue_current(subpartition_state& s);
   // try_emit(): a buffer for `s` without waiting (the spare, else the pool), or false.
   bool take_buffer_now(subpartition_state& s);
+
+  // try_emit()'s write position in a subpartition's current buffer, in a dense array apart from
+  // subpartition_state so that the per-record path touches 16 bytes. ARMED (pos < end) only between
+  // arm() and the next settled(): then the bytes from the buffer's size up to `pos` are written but
+  // not committed. Protocol: every access to a subpartition's current buffer other than try_emit's
+  // goes through settled(), which commits those bytes AND DISARMS the cursor (pos = end = nullptr),
+  // so no cached position survives a flush, a slow-path write, a release or a buffer change; only
+  // arm() (after the slow path, or when try_emit takes a buffer) points it at a buffer again. A
+  // missing arm() costs speed (try_emit declines), never bytes.
+  struct write_cursor {
+    std::byte* pos = nullptr;
+    std::byte* end = nullptr;
+  };
+  template <codable T>
+  static void write_record_at(std::byte* at, const T& record, std::size_t record_bytes) {
+    const std::uint32_t length = detail::to_little(static_cast<std::uint32_t>(record_bytes));
+    std::memcpy(at, &length, sizeof length);
+    byte_writer w(std::span<std::byte>(at + record_length_bytes, record_bytes));
+    codec<T>::encode(w, record);
+  }
+  // try_emit() off its per-record path: arms the cursor (taking a buffer when the subpartition has
+  // none) and says whether a record of `total_bytes` may now go there through it.
+  bool try_emit_arm(std::size_t subpartition, std::size_t total_bytes, std::size_t record_bytes);
+  write_cursor& cursor(const subpartition_state& s) const noexcept {
+    return cursors_[static_cast<std::size_t>(&s - subs_.get())];
+  }
+  // The current buffer with everything try_emit wrote committed; the cursor is disarmed.
+  buffer& settled(subpartition_state& s) noexcept;
+  // Points the cursor at the free tail of the current buffer (no-op without one, after a release,
+  // or with flush_timeout 0, where every record is flushed at once).
+  void arm(subpartition_state& s) noexcept;
   void push(subpartition_state& s, entry e);
 
   local_buffer_pool* pool_;
@@ -252,11 +291,13 @@ class result_partition {
   bool emitting_ = false;
   bool finished_ = false;
   runtime::event finished_event_;  // wakes run_flusher() at finish()
-  // try_emit() takes the slow path every fast_path_run calls, so deadlines are checked and the
-  // producer yields to the executor now and then.
-  static constexpr std::uint32_t fast_path_run = 256;
-  std::uint32_t fast_budget_ = fast_path_run;
+  std::unique_ptr<write_cursor[]> cursors_;
+  // try_emit() declines once it wrote fast_path_bytes since the last emit(), so the slow path
+  // checks its deadline and the producer yields to the executor now and then.
+  static constexpr std::ptrdiff_t fast_path_bytes = 32 * 1024;
+  std::ptrdiff_t fast_budget_bytes_ = fast_path_bytes;
   std::chrono::steady_clock::time_point next_yield_{};
+  std::chrono::steady_clock::time_point last_now_{};  // the executor clock, as copy_record read it last
   std::uint64_t dropped_records_ = 0;
   std::uint64_t data_bytes_ = 0;
 };
