@@ -33,9 +33,11 @@ TEST_CASE("sluice wordcount --metrics serves /metrics while the job runs", "[cli
   const unsigned port = free_port();
   const std::string at = "127.0.0.1:" + std::to_string(port);
   tool_process job({"wordcount", "--input", dir.file("in.txt"), "--output", dir.file("out"), "--checkpoint-dir",
-                    dir.file("chk"), "--checkpoint-interval-ms", "20", "--quiet", "--metrics", at},
+                    dir.file("chk"), "--checkpoint-interval-ms", "20", "--quiet", "--metrics", at,
+                    "--slow-sink-us", "20000"},
                    dir.file("log.txt"));
-  // Scrape until a checkpoint has completed (the job runs a few seconds on 2 million lines).
+  // Scrape until a checkpoint has completed. (Counting 2 million lines takes a fraction of a second
+  // with the combiner; the sinks' 100 lines at 20 ms each keep the job running a second longer.)
   std::optional<http_reply> r;
   bool checkpointed = false;
   for (int i = 0; i < 1000 && !checkpointed && job.running(); ++i) {
