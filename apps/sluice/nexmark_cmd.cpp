@@ -82,7 +82,6 @@ int run_nexmark(const nexmark_cli& o) {
   spec.output = o.output;
   // Nexmark's figure per core counts every core the job uses, the generator's included.
   const unsigned cores = std::max(1u, std::min(o.job.executors, std::max(1u, std::thread::hardware_concurrency())));
-  const std::string what = "nexmark";
   return run_sample(
       "nexmark", o.job, [&spec](dataflow::job_builder& job) { nexmark::build_query(job, spec); },
       [&o, cores](const dataflow::job_result& r) -> std::string {

@@ -16,8 +16,8 @@ namespace {
 using dataflow::job_builder;
 using dataflow::stream;
 
-// The generated events, with the generator's settings in the job's identity: a resume with another
-// rate, base time or first event would be another stream, and is refused.
+// The generated events, with every generator setting in the job's identity: a resume with another
+// rate, base time, first event, size or ratio would be another stream, and is refused.
 stream<event> events_of(job_builder& job, const query_spec& spec) {
   const generator_config config = spec.generator;
   const std::uint64_t first = spec.first_event;
@@ -28,7 +28,13 @@ stream<event> events_of(job_builder& job, const query_spec& spec) {
           [config, first](std::uint64_t n) { return static_cast<std::uint64_t>(event_time_ms(config, first + n)); })
       .identify("nexmark.first_event", std::to_string(first))
       .identify("nexmark.rate", std::to_string(config.events_per_second))
-      .identify("nexmark.base_time_ms", std::to_string(config.base_time_ms));
+      .identify("nexmark.base_time_ms", std::to_string(config.base_time_ms))
+      .identify("nexmark.avg_bytes", fmt::format("{}/{}/{}", config.avg_person_bytes, config.avg_auction_bytes,
+                                                 config.avg_bid_bytes))
+      .identify("nexmark.hot_ratios", fmt::format("{}/{}/{}", config.hot_auction_ratio, config.hot_sellers_ratio,
+                                                  config.hot_bidders_ratio))
+      .identify("nexmark.in_flight_auctions", std::to_string(config.num_in_flight_auctions))
+      .identify("nexmark.active_people", std::to_string(config.num_active_people));
 }
 
 stream<bid> bids_of(const stream<event>& events) {

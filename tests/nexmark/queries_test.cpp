@@ -99,7 +99,7 @@ TEST_CASE("nexmark q1 killed with SIGKILL at random moments and restarted publis
   CHECK(published_lines(dir.file("out")) == reference_rows("q1", 0, 300'000, spec.generator));
 }
 
-TEST_CASE("a nexmark query resumed with another rate, first event or query is refused and changes nothing",
+TEST_CASE("a nexmark query resumed with another rate, first event, ratio, size or query is refused and changes nothing",
           "[nexmark][queries]") {
   const temp_dir dir;
   REQUIRE(run_query(spec_of("q2", 0, 5'000, 2, dir.file("out")), dir.file("chk")) == 0);
@@ -108,6 +108,12 @@ TEST_CASE("a nexmark query resumed with another rate, first event or query is re
   other_rate.generator.events_per_second = 2000;
   CHECK(run_query(other_rate, dir.file("chk")) == 2);
   CHECK(run_query(spec_of("q2", 10, 5'000, 2, dir.file("out")), dir.file("chk")) == 2);
+  auto other_ratio = spec_of("q2", 0, 5'000, 2, dir.file("out"));
+  other_ratio.generator.hot_bidders_ratio = 5;
+  CHECK(run_query(other_ratio, dir.file("chk")) == 2);
+  auto other_size = spec_of("q2", 0, 5'000, 2, dir.file("out"));
+  other_size.generator.avg_bid_bytes = 120;
+  CHECK(run_query(other_size, dir.file("chk")) == 2);
   CHECK(run_query(spec_of("q1", 0, 5'000, 2, dir.file("out")), dir.file("chk")) == 2);
   CHECK(published_lines(dir.file("out")) == before);
   // The same arguments resume the finished job and change nothing.
