@@ -326,7 +326,7 @@ bool matches_pattern(std::string_view text, std::string_view pattern) {
   return t == text.size();
 }
 
-job_result run_tcp_wordcount(const temp_dir& dir) {
+job_result run_tcp_wordcount(const temp_dir& dir, std::atomic<bool>* completed = nullptr) {
   job_builder job("wordcount");
   build_wordcount(job, {dir.file("input.txt"), dir.file("out"), 2, 0});
   job_settings settings;
@@ -335,6 +335,11 @@ job_result run_tcp_wordcount(const temp_dir& dir) {
   settings.mode = checkpoint_mode::unaligned;
   settings.transport = sluice::dataflow::transport_kind::tcp;
   settings.handle_signals = false;
+  if (completed != nullptr) {
+    settings.on_checkpoint = [completed](const sluice::snapshot::checkpoint_stats& stats) {
+      if (stats.outcome.completed()) *completed = true;
+    };
+  }
   return run_job(job, settings);
 }
 
@@ -345,11 +350,12 @@ struct cut_run {
   std::chrono::milliseconds took{0};
 };
 
-// Runs the job; from another thread, once a checkpoint is committed (the next run has something to
-// resume from), shuts one of its connected sockets of the wanted side down, as a lost peer would.
+// Runs the job; from another thread, once a checkpoint has completed (the next run has something to
+// resume from: a manifest on disk is not enough, it is withdrawn if a task's fsync then fails), shuts one of its connected sockets of the wanted side down, as a lost peer would.
 // A job that has not ended 60 s after its start is a hang: the test process aborts with a message.
 cut_run run_and_cut(const temp_dir& dir, bool dialed_side) {
   std::atomic<bool> job_done{false};
+  std::atomic<bool> completed{false};
   cut_run run;
   // Sockets open before the job (none, unless an earlier test in this process leaked one) are not its.
   const std::vector<tcp_socket> before = connected_tcp_sockets();
@@ -358,14 +364,14 @@ cut_run run_and_cut(const temp_dir& dir, bool dialed_side) {
       return b.fd == s.fd && b.local_port == s.local_port && b.peer_port == s.peer_port;
     });
   };
-  std::thread saboteur([&run, &job_done, &dir, &is_old, dialed_side] {
+  std::thread saboteur([&run, &job_done, &completed, &is_old, dialed_side] {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (!job_done.load()) {
       if (std::chrono::steady_clock::now() > give_up) {
         std::fprintf(stderr, "job_failure_test: the job did not end within 60 s of its start: a hang\n");
         std::abort();
       }
-      if (!run.cut && !committed_checkpoints(dir.file("checkpoints")).empty()) {
+      if (!run.cut && completed.load()) {
         std::vector<tcp_socket> sockets = connected_tcp_sockets();
         std::erase_if(sockets, is_old);
         for (const tcp_socket& s : sockets) {
@@ -379,7 +385,7 @@ cut_run run_and_cut(const temp_dir& dir, bool dialed_side) {
     }
   });
   const auto started = std::chrono::steady_clock::now();
-  run.result = run_tcp_wordcount(dir);
+  run.result = run_tcp_wordcount(dir, &completed);
   run.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   job_done = true;
   saboteur.join();
