@@ -34,8 +34,9 @@ rt::task<void> channel_wiring::serve(task_slot* producer, bf::tcp_transport* tra
   co_return;
 }
 
-rt::task<void> channel_wiring::make_local_channel(task_slot* producer, task_slot* consumer, std::uint32_t j) {
-  producer->senders.push_back(std::make_unique<bf::local_channel>(*producer->partition, consumer->subtask,
+rt::task<void> channel_wiring::make_local_channel(task_slot* producer, task_slot* consumer, channel_plan c) {
+  const std::uint32_t j = c.gate_channel;
+  producer->senders.push_back(std::make_unique<bf::local_channel>(*producer->partition, c.subpartition,
                                                                   *producer->executor, *consumer->gate, j,
                                                                   *consumer->executor));
   co_return;
@@ -107,7 +108,7 @@ rt::task<io::result<void>> channel_wiring::connect() {
     for (const channel_plan& c : plan_.inputs_of(t.id)) {
       if (c.transport == transport_kind::local) {
         task_slot* producer = &slots_[c.producer];
-        co_await rt::run_on(producer->executor, make_local_channel(producer, consumer, c.gate_channel));
+        co_await rt::run_on(producer->executor, make_local_channel(producer, consumer, c));
         co_await rt::run_on(consumer->executor, connect_pump(consumer, c.gate_channel, producer->senders.back().get()));
       } else if (local(c.producer)) {
         const io::address peer = loopback(slots_[c.producer].executor_index).local_address();

@@ -65,7 +65,7 @@ class channel_wiring {
   runtime::task<io::result<void>> start_loopback(unsigned executor);
   runtime::task<io::result<void>> start_data_port();
   runtime::task<void> serve(task_slot* producer, buffers::tcp_transport* transport);
-  runtime::task<void> make_local_channel(task_slot* producer, task_slot* consumer, std::uint32_t j);
+  runtime::task<void> make_local_channel(task_slot* producer, task_slot* consumer, channel_plan channel);
   runtime::task<void> connect_pump(task_slot* consumer, std::uint32_t j, buffers::credit_route* route);
   runtime::task<void> open_remote(task_slot* consumer, buffers::tcp_transport* transport, io::address peer,
                                   channel_plan channel);

@@ -53,13 +53,18 @@ job_plan job_plan::make(const job_builder& job, plan_shape shape) {
     st.parallelism = defs[s].parallelism;
     st.upstreams = defs[s].upstreams;
     next_task += st.parallelism;
-    for (std::size_t up : defs[s].upstreams) {
+    for (std::size_t i = 0; i < defs[s].upstreams.size(); ++i) {
+      const std::size_t up = defs[s].upstreams[i];
       if (up >= s) throw std::invalid_argument(fmt::format("stage '{}' reads a stage defined after it", defs[s].name));
-      if (plan.stages_[up].downstream) {
-        throw std::invalid_argument(fmt::format("stage '{}' feeds two stages ('{}' and '{}'); a stage has one consumer",
-                                                defs[up].name, defs[*plan.stages_[up].downstream].name, defs[s].name));
+      const auto& ports = defs[up].ports;
+      const bool bound = std::any_of(ports.begin(), ports.end(),
+                                     [&](const stage_port& p) { return p.consumer == s && p.input == i; });
+      if (!bound) {
+        throw std::invalid_argument(fmt::format("stage '{}' reads stage '{}', whose stream was not closed for it",
+                                                defs[s].name, defs[up].name));
       }
-      plan.stages_[up].downstream = s;
+      stage_plan& producer = plan.stages_[up];
+      producer.outputs.push_back(output_port{s, i, producer.subpartitions(), defs[s].parallelism});
     }
   }
   plan.tasks_.resize(next_task);
@@ -72,7 +77,7 @@ job_plan job_plan::make(const job_builder& job, plan_shape shape) {
       t.subtask = i;
       t.worker = static_cast<unsigned>(t.id % shape.workers);
       t.executor = static_cast<unsigned>((t.id / shape.workers) % shape.executors);
-      t.downstream_parallelism = st.downstream ? plan.stages_[*st.downstream].parallelism : 0;
+      t.downstream_parallelism = st.subpartitions();
       for (std::size_t up : st.upstreams) t.input_channels.push_back(plan.stages_[up].parallelism);
       t.buffers = buffers_of(t, shape.floating_buffers);
     }
@@ -88,11 +93,13 @@ std::vector<channel_plan> job_plan::inputs_of(snapshot::task_id consumer) const 
   std::vector<channel_plan> out;
   const task_plan& c = tasks_.at(consumer);
   std::uint32_t channel = 0;
-  for (std::size_t up : stages_[c.stage].upstreams) {
-    for (std::size_t j = 0; j < stages_[up].parallelism; ++j) {
-      const auto producer = static_cast<snapshot::task_id>(stages_[up].first_task + j);
-      out.push_back(channel_plan{producer, consumer, static_cast<std::uint32_t>(c.subtask), channel++,
-                                 transport_between(producer, consumer)});
+  const std::vector<std::size_t>& ups = stages_[c.stage].upstreams;
+  for (std::size_t i = 0; i < ups.size(); ++i) {
+    const stage_plan& up = stages_[ups[i]];
+    const auto sub = static_cast<std::uint32_t>(up.port_to(c.stage, i).first_subpartition + c.subtask);
+    for (std::size_t j = 0; j < up.parallelism; ++j) {
+      const auto producer = static_cast<snapshot::task_id>(up.first_task + j);
+      out.push_back(channel_plan{producer, consumer, sub, channel++, transport_between(producer, consumer)});
     }
   }
   return out;
@@ -101,15 +108,25 @@ std::vector<channel_plan> job_plan::inputs_of(snapshot::task_id consumer) const 
 std::vector<channel_plan> job_plan::outputs_of(snapshot::task_id producer) const {
   std::vector<channel_plan> out;
   const task_plan& p = tasks_.at(producer);
-  const stage_plan& st = stages_[p.stage];
-  if (!st.downstream) return out;
-  const stage_plan& down = stages_[*st.downstream];
-  for (std::size_t i = 0; i < down.parallelism; ++i) {
-    for (const channel_plan& c : inputs_of(static_cast<snapshot::task_id>(down.first_task + i))) {
-      if (c.producer == producer) out.push_back(c);
+  for (const output_port& port : stages_[p.stage].outputs) {
+    const stage_plan& down = stages_[port.consumer];
+    // The consumer's gate channel from this producer: after the channels of its earlier inputs.
+    std::size_t before = 0;
+    for (std::size_t i = 0; i < port.input; ++i) before += stages_[down.upstreams[i]].parallelism;
+    for (std::size_t j = 0; j < port.parallelism; ++j) {
+      const auto consumer = static_cast<snapshot::task_id>(down.first_task + j);
+      out.push_back(channel_plan{producer, consumer, static_cast<std::uint32_t>(port.first_subpartition + j),
+                                 static_cast<std::uint32_t>(before + p.subtask), transport_between(producer, consumer)});
     }
   }
   return out;
+}
+
+const output_port& stage_plan::port_to(std::size_t consumer, std::size_t input) const {
+  for (const output_port& p : outputs) {
+    if (p.consumer == consumer && p.input == input) return p;
+  }
+  throw std::out_of_range(fmt::format("job plan: no output port to input {} of stage {}", input, consumer));
 }
 
 std::size_t job_plan::tasks_on(unsigned worker) const noexcept {
@@ -149,3 +166,51 @@ memory_budget job_plan::budget(std::size_t segment_bytes, unsigned worker) const
 }
 
 }  // namespace sluice::dataflow
+
+namespace sluice::dataflow::detail {
+
+std::pair<std::size_t, std::size_t> unbound_input(const std::vector<stage_def>& stages, std::size_t stage) {
+  const std::vector<stage_port>& ports = stages.at(stage).ports;
+  for (std::size_t s = stage + 1; s < stages.size(); ++s) {
+    for (std::size_t i = 0; i < stages[s].upstreams.size(); ++i) {
+      if (stages[s].upstreams[i] != stage) continue;
+      const bool bound =
+          std::any_of(ports.begin(), ports.end(), [&](const stage_port& p) { return p.consumer == s && p.input == i; });
+      if (!bound) return {s, i};
+    }
+  }
+  throw std::logic_error(fmt::format("stage '{}' closed with an exchange, but no stage added since reads it",
+                                     stages[stage].name));
+}
+
+void close_ports(stage_def& stage) {
+  if (stage.ports.size() == 1) {
+    stage.build = stage.ports.front().single;
+    stage.identity = stage.ports.front().identity;
+    return;
+  }
+  // Each port's branch, after a "port=<consumer>.<input>" entry: the chain and where it goes.
+  stage.identity.clear();
+  for (const stage_port& p : stage.ports) {
+    stage.identity.push_back(fmt::format("port={}.{}", p.consumer, p.input));
+    stage.identity.insert(stage.identity.end(), p.identity.begin(), p.identity.end());
+  }
+  stage.build = [ports = stage.ports](task_builder& b) {
+    auto& tail = b.make<fanout_tail>(*b.partition(), ports.size());
+    b.set_output(tail);
+    for (std::size_t i = 0; i < ports.size(); ++i) {
+      ports[i].fan(b, tail, i, b.output_to(ports[i].consumer, ports[i].input));
+    }
+  };
+}
+
+void check_sink_alone(const stage_def& stage, const std::string& sink) {
+  if (stage.sink || !stage.ports.empty()) {
+    throw std::invalid_argument(fmt::format(
+        "stage '{}' already has an output; {} cannot be another: a sink ends a stage alone (put the sink in a "
+        "stage of its own, after key_by(...).partition(...))",
+        stage.name, sink));
+  }
+}
+
+}  // namespace sluice::dataflow::detail

@@ -24,6 +24,15 @@ using json = nlohmann::json;
 
 namespace {
 
+// The stages a stage feeds, each once, in order (a join of two of its branches reads it twice).
+json downstreams_of(const stage_plan& sp) {
+  std::vector<std::size_t> out;
+  for (const output_port& p : sp.outputs) {
+    if (out.empty() || out.back() != p.consumer) out.push_back(p.consumer);
+  }
+  return out;
+}
+
 constexpr std::size_t default_recent = 200;
 constexpr std::size_t max_recent = 5000;
 
@@ -190,7 +199,8 @@ rt::task<std::string> status_api::graph_view() {
                         {"parallelism", sp.parallelism},
                         {"first_task", sp.first_task},
                         {"upstreams", sp.upstreams},
-                        {"downstream", sp.downstream ? json(*sp.downstream) : json(nullptr)},
+                        {"downstream", sp.outputs.empty() ? json(nullptr) : json(sp.outputs.front().consumer)},
+                        {"downstreams", downstreams_of(sp)},
                         {"source", sp.upstreams.empty()},
                         {"sink", def.sink},
                         {"chain", def.identity}});

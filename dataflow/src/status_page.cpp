@@ -165,9 +165,9 @@ function drawGraph(g) {
          `<path d="M0,0 L10,5 L0,10 z" fill="#8a94a6"/></marker></defs>`;
   for (const s of stages) {
     const h = top + byStage[s.id].length * rowH;
-    if (s.downstream != null) {
-      const y1 = pad + h / 2, y2 = pad + (top + byStage[s.downstream].length * rowH) / 2;
-      svg += `<path d="M${x(s.id) + colW},${y1} C${x(s.id) + colW + gap / 2},${y1} ${x(s.downstream) - gap / 2},${y2} ${x(s.downstream) - 2},${y2}" ` +
+    for (const d of s.downstreams || []) {
+      const y1 = pad + h / 2, y2 = pad + (top + byStage[d].length * rowH) / 2;
+      svg += `<path d="M${x(s.id) + colW},${y1} C${x(s.id) + colW + gap / 2},${y1} ${x(d) - gap / 2},${y2} ${x(d) - 2},${y2}" ` +
              `stroke="#8a94a6" stroke-width="2" fill="none" marker-end="url(#arrow)"/>`;
     }
     svg += `<rect x="${x(s.id)}" y="${pad}" width="${colW}" height="${h}" rx="8" fill="#f0f3f8" stroke="#c5cddb"/>`;

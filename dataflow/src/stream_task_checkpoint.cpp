@@ -34,10 +34,13 @@ rt::task<io::result<void>> stream_task::perform(ss::barrier_actions actions) {
 
 // Flushables (combiners) first, upstream first: what they held goes downstream ahead of the barrier
 // (drained before it, aligned; output channel state or backlog, unaligned), so their state is empty.
+// One pass more per tee: a branch's combiner may sit before the tee's upstream one in the order.
 rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::checkpoint_mode mode) {
   if (!built_.flushables_.empty()) {
     auto flushed = in_chain([this] {
-      for (auto it = built_.flushables_.rbegin(); it != built_.flushables_.rend(); ++it) (*it)->flush();
+      for (std::size_t pass = 0; pass < built_.flush_passes_; ++pass) {
+        for (auto it = built_.flushables_.rbegin(); it != built_.flushables_.rend(); ++it) (*it)->flush();
+      }
     });
     co_await std::move(flushed);
   }

@@ -35,7 +35,7 @@ TEST_CASE("job_plan: one worker places task t on executor t mod E, as every run 
     CHECK(t.worker == 0);
     CHECK(t.executor == t.id % 2);
   }
-  CHECK(plan.stages()[0].downstream == 1);
+  CHECK(plan.stages()[0].outputs == std::vector<output_port>{{1, 0, 0, 3}});
   CHECK(plan.task(0).downstream_parallelism == 3);
   CHECK(plan.task(3).downstream_parallelism == 0);
   CHECK(plan.task(3).input_channels == std::vector<std::size_t>{3});

@@ -142,10 +142,8 @@ class discard_tail final : public output_tail, public collector<T> {
 
 template <class T>
 void stream<T>::discard() const {
-  attach_fn attach = attach_;
-  stage_def& stage = job_->stages()[stage_];
-  stage.sink = true;
-  close_identity({"sink=discard"});
+  stage_def& stage = close_with_sink({"sink=discard"});
+  attach_fn attach = take();
   stage.build = [attach](task_builder& b) {
     auto& tail = b.make<discard_tail<T>>();
     b.set_output(tail);
@@ -184,10 +182,8 @@ class stdout_tail final : public output_tail, public collector<T> {
 
 template <class T>
 void stream<T>::print(std::function<std::string(const T&)> format, int fd) const {
-  attach_fn attach = attach_;
-  stage_def& stage = job_->stages()[stage_];
-  stage.sink = true;
-  close_identity({"sink=print"});
+  stage_def& stage = close_with_sink({"sink=print"});
+  attach_fn attach = take();
   stage.build = [attach, format, fd](task_builder& b) {
     auto& tail = b.make<stdout_tail<T>>(format, fd);
     b.set_output(tail);

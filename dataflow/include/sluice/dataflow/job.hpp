@@ -25,6 +25,8 @@
 
 #include <sluice/buffers/codec.hpp>
 #include <sluice/dataflow/combiner.hpp>
+#include <sluice/dataflow/fanout.hpp>
+#include <sluice/dataflow/job_plan.hpp>
 #include <sluice/dataflow/key_hash.hpp>
 #include <sluice/dataflow/operators.hpp>
 #include <sluice/dataflow/task_parts.hpp>
@@ -38,6 +40,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -82,6 +85,30 @@ class task_builder {
   // their own length (lines) refuse longer ones.
   std::size_t max_record_bytes() const noexcept { return max_record_bytes_; }
   void set_max_record_bytes(std::size_t bytes) noexcept { max_record_bytes_ = bytes; }
+  // The ports of the stage's output (job_plan.hpp), set by the runner; and the one to input `input`
+  // of stage `consumer`.
+  void set_outputs(std::vector<output_port> ports) { outputs_ = std::move(ports); }
+  const output_port& output_to(std::size_t consumer, std::size_t input) const {
+    for (const output_port& p : outputs_) {
+      if (p.consumer == consumer && p.input == input) return p;
+    }
+    throw std::logic_error("task builder: no output port to input " + std::to_string(input) + " of stage " +
+                           std::to_string(consumer));
+  }
+
+  // The task's tee for a stream several operators take (fanout.hpp), keyed by the stream; made on
+  // the first call. Each tee adds a pass to the flush before a barrier: a combiner upstream of a tee
+  // flushes into branches whose own combiners may have flushed already.
+  template <class T>
+  tee_op<T>& tee_for(const void* stream, bool& made) {
+    auto it = tees_.find(stream);
+    made = it == tees_.end();
+    if (!made) return *static_cast<tee_op<T>*>(it->second);
+    auto& tee = make<tee_op<T>>();
+    tees_.emplace(stream, &tee);
+    ++flush_passes_;
+    return tee;
+  }
 
   // What the task takes over.
   std::vector<std::unique_ptr<chain_part>> parts_;
@@ -91,6 +118,7 @@ class task_builder {
   source_head* source_ = nullptr;
   output_tail* output_ = nullptr;
   bool on_fiber_ = false;
+  std::size_t flush_passes_ = 1;
 
  private:
   snapshot::task_id id_;
@@ -100,6 +128,19 @@ class task_builder {
   std::size_t downstream_parallelism_;
   std::vector<std::size_t> input_channels_;
   std::size_t max_record_bytes_ = std::size_t{16} << 20;
+  std::vector<output_port> outputs_;
+  std::unordered_map<const void*, chain_part*> tees_;
+};
+
+// One exchange a stage's stream closes into: input `input` of stage `consumer`. `single` builds the
+// task's chain when it is the stage's only exchange (a partition_tail); `fan` builds this port's
+// branch into the fanout_tail shared by several (fanout.hpp).
+struct stage_port {
+  std::size_t consumer = 0;
+  std::size_t input = 0;
+  std::vector<std::string> identity;  // the branch's chain and "output=<kind>"
+  std::function<void(task_builder&)> single;
+  std::function<void(task_builder&, fanout_tail&, std::size_t port, const output_port&)> fan;
 };
 
 struct stage_def {
@@ -114,9 +155,20 @@ struct stage_def {
   // set with `build`; and the files its source reads, as given.
   std::vector<std::string> identity;
   std::vector<std::string> inputs;
+  // The exchanges the stage's stream closes into, in the order they were closed (empty for a sink).
+  std::vector<stage_port> ports;
 };
 
 namespace detail {
+// The input of a later stage that reads `stage` and no port of it is bound to yet (the stage just
+// added reads it): where the next exchange of `stage` goes. Throws std::logic_error if none.
+std::pair<std::size_t, std::size_t> unbound_input(const std::vector<stage_def>& stages, std::size_t stage);
+// Sets the stage's build and identity from its ports: one port builds as before fan-out existed (so
+// a single exchange's identity is unchanged), several share a fanout_tail. job_plan.cpp.
+void close_ports(stage_def& stage);
+// Throws std::invalid_argument if the stage already has an output (a sink or an exchange): a sink
+// ends a stage alone.
+void check_sink_alone(const stage_def& stage, const std::string& sink);
 // An output directory as identity: absolute and lexically normal (no I/O), so the same directory
 // named from another working directory or with a trailing '/' is recognised. job_fingerprint.cpp.
 std::string identity_path(const std::string& dir);
@@ -133,6 +185,27 @@ template <class T>
 class stream;
 template <class K, class T>
 class keyed_stream;
+
+namespace detail {
+// What a stream is: the function that builds its chain in a task, and how many operators or tails
+// take it (more than one: the chain is built once per task, into a tee).
+template <class T>
+struct stream_node {
+  std::function<void(task_builder&, collector<T>&)> attach;
+  std::size_t uses = 0;
+};
+template <class T>
+void attach_node(const std::shared_ptr<stream_node<T>>& node, task_builder& b, collector<T>& down) {
+  if (node->uses <= 1) {
+    node->attach(b, down);
+    return;
+  }
+  bool made = false;
+  tee_op<T>& tee = b.tee_for<T>(node.get(), made);
+  tee.add(down);
+  if (made) node->attach(b, tee);
+}
+}  // namespace detail
 
 class job_builder {
  public:
@@ -188,11 +261,17 @@ class stream {
   using attach_fn = std::function<void(task_builder&, collector<T>&)>;
   // `identity`: the chain's identity entries so far (see the top of this file).
   stream(job_builder* job, std::size_t stage, attach_fn attach, std::vector<std::string> identity = {})
-      : job_(job), stage_(stage), attach_(std::move(attach)), identity_(std::move(identity)) {}
+      : job_(job), stage_(stage), node_(std::make_shared<detail::stream_node<T>>(detail::stream_node<T>{std::move(attach)})),
+        identity_(std::move(identity)) {}
+
+  // A stream may be taken by several operators or tails (fan-out): `s.filter(a)` and `s.filter(b)`
+  // each get every record of s, which is made once per task (fanout.hpp); branches that end in
+  // exchanges share the stage's partition, so one stage can feed several (a key_by stage and a
+  // join) or both inputs of one join. A branch that ends in a sink must be the stage's only output.
 
   template <class U>
   stream<U> map(std::function<U(const T&)> fn) const {
-    attach_fn parent = attach_;
+    attach_fn parent = take();
     return stream<U>(job_, stage_, [parent, fn](task_builder& b, collector<U>& down) {
       parent(b, b.make<map_op<T, U>>(fn, down));
     }, identity_with("op=map"));
@@ -204,21 +283,21 @@ class stream {
   // key_by(...).partition(...).
   template <class U>
   stream<U> map_blocking(std::function<U(const T&)> fn) const {
-    attach_fn parent = attach_;
+    attach_fn parent = take();
     return stream<U>(job_, stage_, [parent, fn](task_builder& b, collector<U>& down) {
       b.run_on_fiber();
       parent(b, b.make<map_op<T, U>>(fn, down));
     }, identity_with("op=map_blocking"));
   }
   stream<T> filter(std::function<bool(const T&)> keep) const {
-    attach_fn parent = attach_;
+    attach_fn parent = take();
     return stream<T>(job_, stage_, [parent, keep](task_builder& b, collector<T>& down) {
       parent(b, b.make<filter_op<T>>(keep, down));
     }, identity_with("op=filter"));
   }
   template <class U>
   stream<U> flat_map(std::function<void(const T&, emitter<U>&)> fn) const {
-    attach_fn parent = attach_;
+    attach_fn parent = take();
     return stream<U>(job_, stage_, [parent, fn](task_builder& b, collector<U>& down) {
       parent(b, b.make<flat_map_op<T, U>>(fn, down));
     }, identity_with("op=flat_map"));
@@ -227,11 +306,17 @@ class stream {
   keyed_stream<K, T> key_by(std::function<K(const T&)> key) const {
     return keyed_stream<K, T>(*this, std::move(key));
   }
+  // A new stage of `parallelism` tasks taking the records of this stream and of `other` (of the
+  // same job; any stages, the same one too: two branches of one stream), each producer task handing
+  // its records to the new stage's tasks in turn. The stage's watermark is the least of both
+  // inputs' (its gate's), so event-time operators after it see both in time. For records of a key
+  // at one task, key_by(...) after it.
+  stream<T> union_with(const stream<T>& other, std::string name, std::size_t parallelism) const;
   // Records a parameter of this chain in the job's identity ("key=value" after the operators so
   // far), for what the typed API cannot see, such as a threshold inside a filter's function: a run
   // with another value is then refused to resume this job's checkpoints.
   stream<T> identify(const std::string& key, const std::string& value) const {
-    return stream<T>(job_, stage_, attach_, identity_with(key + "=" + value));
+    return stream<T>(job_, stage_, node_, identity_with(key + "=" + value));
   }
 
   // Ends the stage with an exactly-once file sink: each task writes lines (format(record)) into
@@ -247,41 +332,66 @@ class stream {
   // benchmarks and dry runs. Defined in generate.hpp.
   void discard() const;
 
-  // Ends the stage with a partition whose subpartition for a record is route(record, n), n being
-  // the next stage's parallelism. `kind` names the exchange in the job's identity ("output=<kind>").
+  // Ends this branch of the stage with an exchange into the stage just added that reads this one
+  // (the input of a later stage not yet bound, detail::unbound_input): the subpartition for a
+  // record is route(record, n), n being that stage's parallelism. `kind` names the exchange in the
+  // job's identity ("output=<kind>").
   void close_with_partition(std::function<std::size_t(const T&, std::size_t)> route,
                             const std::string& kind = "partition") const {
-    attach_fn attach = attach_;
-    close_identity({"output=" + kind});
-    job_->stages()[stage_].build = [attach, route](task_builder& b) {
+    stage_def& stage = job_->stages()[stage_];
+    if (stage.sink) detail::check_sink_alone(stage, "an exchange");
+    const auto [consumer, input] = detail::unbound_input(job_->stages(), stage_);
+    attach_fn attach = take();
+    stage_port port;
+    port.consumer = consumer;
+    port.input = input;
+    port.identity = identity_with("output=" + kind);
+    port.single = [attach, route](task_builder& b) {
       const std::size_t n = b.downstream_parallelism();
       auto& tail = b.make<partition_tail<T>>(*b.partition(), [route, n](const T& r) { return route(r, n); });
       b.set_output(tail);
       attach(b, tail);
     };
+    port.fan = [attach, route](task_builder& b, fanout_tail& tail, std::size_t index, const output_port& range) {
+      attach(b, b.make<port_collector<T>>(tail, index, range.first_subpartition, range.parallelism, route));
+    };
+    stage.ports.push_back(std::move(port));
+    detail::close_ports(stage);
   }
 
   job_builder* job() const noexcept { return job_; }
   std::size_t stage() const noexcept { return stage_; }
-  const attach_fn& attach() const noexcept { return attach_; }
+  // The attach function of an operator or tail that takes this stream (counted: several make a tee).
+  attach_fn take() const {
+    ++node_->uses;
+    auto node = node_;
+    return [node](task_builder& b, collector<T>& down) { detail::attach_node(node, b, down); };
+  }
   const std::vector<std::string>& identity() const noexcept { return identity_; }
 
  private:
+  stream(job_builder* job, std::size_t stage, std::shared_ptr<detail::stream_node<T>> node,
+         std::vector<std::string> identity)
+      : job_(job), stage_(stage), node_(std::move(node)), identity_(std::move(identity)) {}
+
   std::vector<std::string> identity_with(std::string entry) const {
     std::vector<std::string> out = identity_;
     out.push_back(std::move(entry));
     return out;
   }
-  // A tail closes the chain: the stage's identity is the chain's entries and the tail's.
-  void close_identity(std::vector<std::string> tail) const {
-    std::vector<std::string>& into = job_->stages()[stage_].identity;
-    into = identity_;
-    into.insert(into.end(), tail.begin(), tail.end());
+  // A sink closes the chain alone: the stage's identity is the chain's entries and the sink's.
+  stage_def& close_with_sink(std::vector<std::string> tail) const {
+    stage_def& stage = job_->stages()[stage_];
+    detail::check_sink_alone(stage, tail.front());
+    stage.sink = true;
+    stage.identity = identity_;
+    stage.identity.insert(stage.identity.end(), tail.begin(), tail.end());
+    return stage;
   }
 
   job_builder* job_;
   std::size_t stage_;
-  attach_fn attach_;
+  std::shared_ptr<detail::stream_node<T>> node_;
   std::vector<std::string> identity_;
 };
 
@@ -331,7 +441,7 @@ class keyed_stream {
     using partial = std::pair<K, Acc>;
     using op = combine_op<K, T, Acc>;
     if (max_keys == 0) throw std::invalid_argument("combine: max_keys must be at least 1");
-    auto parent = up_.attach();
+    auto parent = up_.take();
     auto key = key_;
     std::vector<std::string> identity = up_.identity();
     identity.push_back("op=combine");
@@ -385,5 +495,17 @@ class keyed_stream {
   stream<T> up_;
   std::function<K(const T&)> key_;
 };
+
+template <class T>
+stream<T> stream<T>::union_with(const stream<T>& other, std::string name, std::size_t parallelism) const {
+  if (job_ != other.job_) throw std::invalid_argument("union '" + name + "': both streams must be of one job");
+  const std::size_t stage = job_->add_stage(std::move(name), parallelism, {stage_, other.stage_});
+  // Each task's copy of the route keeps its own turn.
+  const auto in_turn = [next = std::size_t{0}](const T&, std::size_t n) mutable { return next++ % n; };
+  close_with_partition(in_turn, "rebalance");
+  other.close_with_partition(in_turn, "rebalance");
+  return stream<T>(job_, stage, [](task_builder& b, collector<T>& down) { b.set_input(b.make<gate_input<T>>(down)); },
+                   {"op=union"});
+}
 
 }  // namespace sluice::dataflow

@@ -6,10 +6,15 @@
 //   [first_task, first_task + parallelism)): the same numbers in every run and on every worker.
 // - Tasks -> workers -> executors: task t runs on worker t mod W and, there, on executor
 //   (t div W) mod E (W workers, E executors each). With one worker: executor t mod E.
-// - Channels: one per (producer, consumer) pair of adjacent stages; channel j of a consumer's gate
+// - Outputs (fan-out): a stage's output has one port per input of a stage that reads it (a stage
+//   may feed several stages, or one stage twice, as a join of two branches of one stream), ordered
+//   by (consumer stage, input). Its partition has the sum of the ports' parallelism as
+//   subpartitions: port k's consumer subtask j reads subpartition (the ports before k's parallelism,
+//   summed) + j.
+// - Channels: one per (producer, consumer) pair of connected stages; channel j of a consumer's gate
 //   comes from input i's producers after those of inputs 0..i-1, and carries the producer's
-//   subpartition `consumer subtask`. A channel between two workers is always TCP; within a worker it
-//   is the plan's transport (local, or TCP over loopback).
+//   subpartition for that consumer subtask (above). A channel between two workers is always TCP;
+//   within a worker it is the plan's transport (local, or TCP over loopback).
 // - The memory budget: each task's pools hold at most task_buffers (its output queue, priority
 //   events, 2 exclusive buffers per input channel and the floating ones). run_job sizes the pools
 //   from exactly these numbers, and an executor's share of network memory is the sum over its tasks
@@ -20,7 +25,8 @@
 //   over job_settings::network_memory_limit_bytes is refused before it starts.
 //
 // make() checks the graph: at least one stage, every stage closed by a tail, upstreams defined
-// before their consumers, one consumer per stage; and the shape (at least one worker and executor).
+// before their consumers, every input of a stage bound to an output port of its upstream; and the
+// shape (at least one worker and executor).
 // A graph that cannot run is std::invalid_argument naming the stage.
 
 #include <sluice/snapshot/checkpoint.hpp>
@@ -68,11 +74,26 @@ struct memory_budget {
   std::size_t total_bytes() const noexcept { return std::size_t{executors} * segments_per_executor * segment_bytes; }
 };
 
+// One port of a stage's output: input `input` of stage `consumer`, its subtasks reading the
+// subpartitions [first_subpartition, first_subpartition + parallelism).
+struct output_port {
+  std::size_t consumer = 0;
+  std::size_t input = 0;
+  std::size_t first_subpartition = 0;
+  std::size_t parallelism = 0;
+  bool operator==(const output_port&) const = default;
+};
+
 struct stage_plan {
   std::size_t first_task = 0;
   std::size_t parallelism = 1;
-  std::optional<std::size_t> downstream;
+  std::vector<output_port> outputs;  // none: a sink stage
   std::vector<std::size_t> upstreams;
+  std::size_t subpartitions() const noexcept {
+    return outputs.empty() ? 0 : outputs.back().first_subpartition + outputs.back().parallelism;
+  }
+  // The port feeding input `input` of stage `consumer`; throws std::out_of_range if there is none.
+  const output_port& port_to(std::size_t consumer, std::size_t input) const;
 };
 
 struct task_plan {
@@ -81,7 +102,7 @@ struct task_plan {
   std::size_t subtask = 0;
   unsigned worker = 0;
   unsigned executor = 0;                    // within its worker
-  std::size_t downstream_parallelism = 0;   // subpartitions of its output (0: a sink)
+  std::size_t downstream_parallelism = 0;   // subpartitions of its output, all ports (0: a sink)
   std::vector<std::size_t> input_channels;  // per upstream stage, in stage_def::upstreams order
   task_buffers buffers;
 };

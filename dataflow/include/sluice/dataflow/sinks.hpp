@@ -89,11 +89,9 @@ class file_sink_tail final : public output_tail, public collector<T>, public bac
 
 template <class T>
 void stream<T>::write_lines(std::string dir, std::function<std::string(const T&)> format, sink_options options) const {
-  attach_fn attach = attach_;
-  stage_def& stage = job_->stages()[stage_];
-  stage.sink = true;
   // (A slow sink's delay is not identity: it changes when lines are written, not which.)
-  close_identity({"sink=write_lines", "write_lines.dir=" + detail::identity_path(dir)});
+  stage_def& stage = close_with_sink({"sink=write_lines", "write_lines.dir=" + detail::identity_path(dir)});
+  attach_fn attach = take();
   job_->add_output_dir(dir);
   stage.build = [attach, dir, format, options](task_builder& b) {
     auto& tail = b.make<file_sink_tail<T>>(dir, b.id(), format, options);

@@ -121,6 +121,16 @@ class partition_queue {
   explicit partition_queue(buffers::result_partition& partition) : partition_(&partition) {}
   bool empty() const noexcept { return queue_.empty(); }
   void push(pending_output p) { queue_.push_back(std::move(p)); }
+  // A record for `subpartition`: straight into the partition when nothing is queued ahead of it and
+  // it fits, else encoded and queued.
+  template <class T>
+  void push_record(const T& record, std::size_t subpartition) {
+    if (queue_.empty() && partition_->try_emit(record, subpartition)) return;
+    pending_output p;
+    p.subpartition = subpartition;
+    buffers::encode_to(p.bytes, record);
+    queue_.push_back(std::move(p));
+  }
   runtime::task<io::result<void>> drain() { return drain_while(false); }
   // Only while the partition has a buffer for the next item.
   runtime::task<io::result<void>> drain_ready() { return drain_while(true); }
@@ -148,13 +158,8 @@ class partition_tail final : public output_tail, public collector<T>, public bac
       : queue_(partition), route_(std::move(route)) {}
 
   void collect(const T& record) override {
-    const std::size_t sub = route_(record);
     ++records_;
-    if (queue_.empty() && queue_.partition().try_emit(record, sub)) return;
-    pending_output p;
-    p.subpartition = sub;
-    buffers::encode_to(p.bytes, record);
-    queue_.push(std::move(p));
+    queue_.push_record(record, route_(record));
   }
   void watermark(std::uint64_t time) override {
     queue_.push(pending_output{pending_output::kind::watermark, 0, {}, time});
