@@ -314,7 +314,8 @@ class keyed_stream {
   // input every remaining timer fires in time order (ctx.watermark() is then
   // process_context::end_of_input, timers set meanwhile fire too), then end_of_data goes on.
   // States and timers are operator state in every checkpoint (keys in order: deterministic bytes).
-  // on_timer may be empty (timers then do nothing). S must have a codec. Defined in keyed_process.hpp.
+  // on_timer may be empty (timers then do nothing). S must have a codec. Identity: "op=process".
+  // Defined in keyed_process.hpp.
   template <class S, class Out>
   stream<Out> process(std::string name, std::size_t parallelism,
                       std::function<void(const T&, process_context<K, S, Out>&)> on_record,
@@ -322,7 +323,7 @@ class keyed_stream {
   // process() on two inputs keyed alike, this stream the left: a new two-input stage (one gate, the
   // left input's channels first; its watermark the smallest over both inputs' channels, as for
   // window_join). on_left(l, ctx) and on_right(r, ctx) share the key's state and timers; on_timer
-  // as for process(). Defined in keyed_process.hpp.
+  // as for process(). Identity: "op=process_with". Defined in keyed_process.hpp.
   template <class R, class S, class Out>
   stream<Out> process_with(const keyed_stream<K, R>& right, std::string name, std::size_t parallelism,
                            std::function<void(const T&, process_context<K, S, Out>&)> on_left,
@@ -331,8 +332,8 @@ class keyed_stream {
   // A regular inner join without a window (process_with underneath): every left and right record is
   // kept, per key, for the rest of the job, and each arriving record emits emit(key, l, r) with
   // every record of its key already held on the other side, in their arrival order. So each pair of
-  // equal-key records comes out exactly once, whichever arrives first; the state only grows. Defined
-  // in keyed_process.hpp.
+  // equal-key records comes out exactly once, whichever arrives first; the state only grows.
+  // Identity: "op=join", "join.kind=inner". Defined in keyed_process.hpp.
   template <class R, class Out>
   stream<Out> join(const keyed_stream<K, R>& right, std::string name, std::size_t parallelism,
                    std::function<Out(const K&, const T&, const R&)> emit) const;
