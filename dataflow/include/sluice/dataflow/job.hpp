@@ -185,6 +185,8 @@ template <class T>
 class stream;
 template <class K, class T>
 class keyed_stream;
+template <class K, class S, class Out>
+class process_context;  // keyed_process.hpp
 
 namespace detail {
 // What a stream is: the function that builds its chain in a task, and how many operators or tails
@@ -409,6 +411,42 @@ class keyed_stream {
                           std::uint64_t size, std::function<std::uint64_t(const T&)> left_time,
                           std::function<std::uint64_t(const R&)> right_time,
                           std::function<Out(std::uint64_t, const K&, const T&, const R&)> emit) const;
+
+  // A new stage: a keyed process operator, user functions with per-key state and event-time timers.
+  // on_record(record, ctx) runs for every record, ctx being its key's process_context: ctx.state()
+  // (an S, default-constructed on first use; ctx.clear() forgets it, and a key with no state and no
+  // timers takes no memory), ctx.emit(out), ctx.timer_at(t) / ctx.cancel_timer(t) (a key's timers,
+  // duplicates of one time coalescing) and ctx.watermark() (the largest received, 0 before any).
+  // On watermark(t), every timer with time <= t fires first, in time order, ties in key order:
+  // on_timer(time, ctx), which may emit, change the state and set timers (one for a time <= t fires
+  // in the same pass); then the watermark goes downstream. A timer set for a time the watermark has
+  // already reached fires at the next watermark (whatever its time) or at the end. At the end of the
+  // input every remaining timer fires in time order (ctx.watermark() is then
+  // process_context::end_of_input, timers set meanwhile fire too), then end_of_data goes on.
+  // States and timers are operator state in every checkpoint (keys in order: deterministic bytes).
+  // on_timer may be empty (timers then do nothing). S must have a codec. Identity: "op=process".
+  // Defined in keyed_process.hpp.
+  template <class S, class Out>
+  stream<Out> process(std::string name, std::size_t parallelism,
+                      std::function<void(const T&, process_context<K, S, Out>&)> on_record,
+                      std::function<void(std::uint64_t, process_context<K, S, Out>&)> on_timer = {}) const;
+  // process() on two inputs keyed alike, this stream the left: a new two-input stage (one gate, the
+  // left input's channels first; its watermark the smallest over both inputs' channels, as for
+  // window_join). on_left(l, ctx) and on_right(r, ctx) share the key's state and timers; on_timer
+  // as for process(). Identity: "op=process_with". Defined in keyed_process.hpp.
+  template <class R, class S, class Out>
+  stream<Out> process_with(const keyed_stream<K, R>& right, std::string name, std::size_t parallelism,
+                           std::function<void(const T&, process_context<K, S, Out>&)> on_left,
+                           std::function<void(const R&, process_context<K, S, Out>&)> on_right,
+                           std::function<void(std::uint64_t, process_context<K, S, Out>&)> on_timer = {}) const;
+  // A regular inner join without a window (process_with underneath): every left and right record is
+  // kept, per key, for the rest of the job, and each arriving record emits emit(key, l, r) with
+  // every record of its key already held on the other side, in their arrival order. So each pair of
+  // equal-key records comes out exactly once, whichever arrives first; the state only grows.
+  // Identity: "op=join", "join.kind=inner". Defined in keyed_process.hpp.
+  template <class R, class Out>
+  stream<Out> join(const keyed_stream<K, R>& right, std::string name, std::size_t parallelism,
+                   std::function<Out(const K&, const T&, const R&)> emit) const;
 
   const stream<T>& upstream() const noexcept { return up_; }
   const std::function<K(const T&)>& key() const noexcept { return key_; }

@@ -1,0 +1,333 @@
+#pragma once
+// The keyed process operator: user functions with per-key state and event-time timers, on one input
+// (keyed_stream::process) or two (keyed_stream::process_with), and the regular join built on the
+// two-input form (keyed_stream::join). The declarations and their comments are in job.hpp.
+//
+// Each call of a user function gets a process_context for the key of the record (or timer) at hand:
+// its state (an S, default-constructed on first use, forgotten by clear()), emit() downstream, and
+// the key's event-time timers. Semantics, precisely:
+//   - A timer is (time, key); setting one that is already set does nothing (duplicates coalesce), a
+//     key may have any number of them, cancel_timer() removes one (nothing if it is not set).
+//   - watermark(t): every timer with time <= t fires, in time order, ties in key order, then the
+//     watermark goes downstream. A timer set from a timer callback for a time <= t fires in the same
+//     pass (so a callback that sets its own (time, key) again every time never ends). A timer set
+//     while a record is processed fires at the first watermark >= its time; one for a time the
+//     watermark has already reached fires at the next watermark, whatever its time, or at the end.
+//   - end_of_data(): the watermark becomes process_context::end_of_input (the largest time): every
+//     remaining timer fires, in time order, timers set meanwhile too (a periodic timer must stop
+//     re-arming when ctx.watermark() == end_of_input, or the end never comes); then end_of_data goes
+//     downstream.
+//   - ctx.watermark(): the largest watermark received (0 before any), end_of_input in the final pass.
+//   - A key with no state and no timers takes no memory (an operator never iterates over keys).
+// State and pending timers are operator state: the snapshot holds the watermark, the states in key
+// order and the timers in (time, key) order, so equal contents give equal bytes, and a restored
+// operator holds the same states and fires exactly the timers it had.
+//
+// A two-input stage has one gate for both inputs, the left input's channels first
+// (task_builder::input_channels()); process_with_input decodes each record by the side its channel
+// belongs to. The gate's watermark is the smallest over the channels of both inputs (join.hpp).
+//
+// The regular join keeps, per key, every left and every right record (state without end: size it for
+// the keys and records it will see), and for each arriving record emits emit(key, l, r) with every
+// record the other side holds, in their arrival order: each pair once, whichever side came first.
+
+#include <sluice/buffers/codec.hpp>
+#include <sluice/dataflow/job.hpp>
+#include <sluice/dataflow/operators.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace sluice::dataflow {
+
+namespace detail {
+template <class K, class S, class Out>
+class keyed_process_core;
+}  // namespace detail
+
+template <class K, class S, class Out>
+class process_context {
+ public:
+  // The watermark of the final pass, at the end of the input.
+  static constexpr std::uint64_t end_of_input = std::numeric_limits<std::uint64_t>::max();
+
+  const K& key() const noexcept { return *key_; }
+  // The key's state, default-constructed on first use.
+  S& state() {
+    if (state_ == nullptr) state_ = &core_->state_of(*key_);
+    return *state_;
+  }
+  bool has_state() const { return state_ != nullptr || core_->has_state(*key_); }
+  // Forgets the key's state (state() makes a new one).
+  void clear() {
+    core_->clear(*key_);
+    state_ = nullptr;
+  }
+  void emit(const Out& record) { core_->emit(record); }
+  // A timer for this key at event time t (see the top of this file for when it fires).
+  void timer_at(std::uint64_t t) { core_->timer_at(t, *key_); }
+  void cancel_timer(std::uint64_t t) { core_->cancel_timer(t, *key_); }
+  std::uint64_t watermark() const noexcept { return core_->watermark(); }
+
+ private:
+  friend class detail::keyed_process_core<K, S, Out>;
+  process_context(detail::keyed_process_core<K, S, Out>& core, const K& key) : core_(&core), key_(&key) {}
+
+  detail::keyed_process_core<K, S, Out>* core_;
+  const K* key_;
+  S* state_ = nullptr;
+};
+
+namespace detail {
+
+// What both operator forms share: the states, the timers, the watermark and the firing.
+template <class K, class S, class Out>
+class keyed_process_core {
+ public:
+  using context = process_context<K, S, Out>;
+  using on_timer_fn = std::function<void(std::uint64_t, context&)>;
+
+  keyed_process_core(on_timer_fn on_timer, collector<Out>& out) : on_timer_(std::move(on_timer)), out_(&out) {}
+
+  template <class Fn>
+  void with_key(const K& key, Fn&& fn) {
+    context ctx(*this, key);
+    fn(ctx);
+  }
+  void watermark(std::uint64_t t) {
+    advance(t);
+    out_->watermark(t);
+  }
+  void end_of_data() {
+    advance(context::end_of_input);
+    out_->end_of_data();
+  }
+
+  S& state_of(const K& key) { return states_.try_emplace(key).first->second; }
+  bool has_state(const K& key) const { return states_.find(key) != states_.end(); }
+  void clear(const K& key) { states_.erase(key); }
+  void emit(const Out& record) { out_->collect(record); }
+  void timer_at(std::uint64_t t, const K& key) { timers_.emplace(t, key); }
+  void cancel_timer(std::uint64_t t, const K& key) { timers_.erase(timer(t, key)); }
+  std::uint64_t watermark() const noexcept { return watermark_; }
+
+  std::vector<std::byte> snapshot_state() const {
+    return encode_state(std::make_tuple(watermark_, std::vector<std::pair<K, S>>(states_.begin(), states_.end()),
+                                        std::vector<timer>(timers_.begin(), timers_.end())));
+  }
+  void restore_state(std::span<const std::byte> bytes, const char* what) {
+    auto [watermark, states, timers] =
+        decode_state<std::tuple<std::uint64_t, std::vector<std::pair<K, S>>, std::vector<timer>>>(bytes, what);
+    watermark_ = watermark;
+    states_.clear();
+    for (auto& [key, s] : states) states_.insert_or_assign(std::move(key), std::move(s));
+    timers_ = std::set<timer>(timers.begin(), timers.end());
+  }
+  std::size_t keys() const noexcept { return states_.size(); }
+  std::size_t pending_timers() const noexcept { return timers_.size(); }
+
+ private:
+  using timer = std::pair<std::uint64_t, K>;
+
+  // Fires every timer <= the watermark (now at least t), the earliest first, until none is left:
+  // one a callback sets for a time <= the watermark fires in this pass too.
+  void advance(std::uint64_t t) {
+    if (t > watermark_) watermark_ = t;
+    while (!timers_.empty() && timers_.begin()->first <= watermark_) {
+      auto node = timers_.extract(timers_.begin());  // owns the key while the callback runs
+      if (on_timer_) {
+        context ctx(*this, node.value().second);
+        on_timer_(node.value().first, ctx);
+      }
+    }
+  }
+
+  on_timer_fn on_timer_;
+  collector<Out>* out_;
+  std::map<K, S> states_;
+  std::set<timer> timers_;  // (time, key): fired in time order, ties in key order
+  std::uint64_t watermark_ = 0;
+};
+
+}  // namespace detail
+
+// The one-input form: on_record(record, ctx) for every record, ctx being its key's.
+template <class K, class T, class S, class Out>
+class keyed_process final : public collector<T>, public stateful, public chain_part {
+ public:
+  using context = process_context<K, S, Out>;
+  struct functions {
+    std::function<K(const T&)> key;
+    std::function<void(const T&, context&)> on_record;
+    std::function<void(std::uint64_t, context&)> on_timer;  // may be empty: a timer then does nothing
+  };
+  keyed_process(functions fns, collector<Out>& out)
+      : key_(std::move(fns.key)), on_record_(std::move(fns.on_record)), core_(std::move(fns.on_timer), out) {}
+
+  void collect(const T& record) override {
+    core_.with_key(key_(record), [&](context& ctx) { on_record_(record, ctx); });
+  }
+  void watermark(std::uint64_t t) override { core_.watermark(t); }
+  void end_of_data() override { core_.end_of_data(); }
+  std::vector<std::byte> snapshot_state() const override { return core_.snapshot_state(); }
+  void restore_state(std::span<const std::byte> bytes) override { core_.restore_state(bytes, "keyed process"); }
+
+  // Keys that have a state; timers set and not fired or cancelled.
+  std::size_t keys() const noexcept { return core_.keys(); }
+  std::size_t pending_timers() const noexcept { return core_.pending_timers(); }
+  std::uint64_t current_watermark() const noexcept { return core_.watermark(); }
+
+ private:
+  std::function<K(const T&)> key_;
+  std::function<void(const T&, context&)> on_record_;
+  detail::keyed_process_core<K, S, Out> core_;
+};
+
+// The two-input form: on_left(l, ctx) and on_right(r, ctx), ctx being the record's key's; one state
+// and one set of timers per key for both sides.
+template <class K, class L, class R, class S, class Out>
+class keyed_co_process final : public stateful, public chain_part {
+ public:
+  using context = process_context<K, S, Out>;
+  struct functions {
+    std::function<K(const L&)> left_key;
+    std::function<K(const R&)> right_key;
+    std::function<void(const L&, context&)> on_left;
+    std::function<void(const R&, context&)> on_right;
+    std::function<void(std::uint64_t, context&)> on_timer;  // may be empty: a timer then does nothing
+  };
+  keyed_co_process(functions fns, collector<Out>& out)
+      : left_key_(std::move(fns.left_key)), right_key_(std::move(fns.right_key)), on_left_(std::move(fns.on_left)),
+        on_right_(std::move(fns.on_right)), core_(std::move(fns.on_timer), out) {}
+
+  void left(const L& record) {
+    core_.with_key(left_key_(record), [&](context& ctx) { on_left_(record, ctx); });
+  }
+  void right(const R& record) {
+    core_.with_key(right_key_(record), [&](context& ctx) { on_right_(record, ctx); });
+  }
+  void watermark(std::uint64_t t) { core_.watermark(t); }
+  void end_of_data() { core_.end_of_data(); }
+  std::vector<std::byte> snapshot_state() const override { return core_.snapshot_state(); }
+  void restore_state(std::span<const std::byte> bytes) override { core_.restore_state(bytes, "keyed co-process"); }
+
+  std::size_t keys() const noexcept { return core_.keys(); }
+  std::size_t pending_timers() const noexcept { return core_.pending_timers(); }
+  std::uint64_t current_watermark() const noexcept { return core_.watermark(); }
+
+ private:
+  std::function<K(const L&)> left_key_;
+  std::function<K(const R&)> right_key_;
+  std::function<void(const L&, context&)> on_left_;
+  std::function<void(const R&, context&)> on_right_;
+  detail::keyed_process_core<K, S, Out> core_;
+};
+
+// The head of a two-input process task: channels below `left_channels` carry L, the rest R.
+template <class K, class L, class R, class S, class Out>
+class process_with_input final : public input_head {
+ public:
+  process_with_input(std::size_t left_channels, keyed_co_process<K, L, R, S, Out>& op)
+      : left_channels_(left_channels), op_(&op) {}
+  void record(std::uint32_t channel, std::span<const std::byte> bytes) override {
+    if (channel < left_channels_) {
+      op_->left(buffers::decode_from<L>(bytes));
+    } else {
+      op_->right(buffers::decode_from<R>(bytes));
+    }
+  }
+  void watermark(std::uint64_t time) override { op_->watermark(time); }
+  void end_of_data() override { op_->end_of_data(); }
+
+ private:
+  std::size_t left_channels_;
+  keyed_co_process<K, L, R, S, Out>* op_;
+};
+
+// The regular join's state for a key: the left and the right records so far, in arrival order.
+template <class L, class R>
+using regular_join_state = std::pair<std::vector<L>, std::vector<R>>;
+template <class K, class L, class R, class Out>
+using regular_join_op = keyed_co_process<K, L, R, regular_join_state<L, R>, Out>;
+
+// The regular join as the functions of a keyed_co_process (what keyed_stream::join runs): a record
+// emits emit(key, l, r) with each record the other side holds, then is held itself. No timers.
+template <class K, class L, class R, class Out>
+typename regular_join_op<K, L, R, Out>::functions regular_join_functions(
+    std::function<K(const L&)> left_key, std::function<K(const R&)> right_key,
+    std::function<Out(const K&, const L&, const R&)> emit) {
+  using context = process_context<K, regular_join_state<L, R>, Out>;
+  auto on_left = [emit](const L& l, context& ctx) {
+    auto& [lefts, rights] = ctx.state();
+    for (const R& r : rights) ctx.emit(emit(ctx.key(), l, r));
+    lefts.push_back(l);
+  };
+  auto on_right = [emit](const R& r, context& ctx) {
+    auto& [lefts, rights] = ctx.state();
+    for (const L& l : lefts) ctx.emit(emit(ctx.key(), l, r));
+    rights.push_back(r);
+  };
+  return {std::move(left_key), std::move(right_key), on_left, on_right, {}};
+}
+
+template <class K, class T>
+template <class S, class Out>
+stream<Out> keyed_stream<K, T>::process(
+    std::string name, std::size_t parallelism, std::function<void(const T&, process_context<K, S, Out>&)> on_record,
+    std::function<void(std::uint64_t, process_context<K, S, Out>&)> on_timer) const {
+  if (!on_record) throw std::invalid_argument("process '" + name + "': on_record is empty");
+  const std::size_t stage = exchange(std::move(name), parallelism);
+  using op = keyed_process<K, T, S, Out>;
+  typename op::functions fns{key_, std::move(on_record), std::move(on_timer)};
+  return stream<Out>(up_.job(), stage, [fns](task_builder& b, collector<Out>& down) {
+    auto& p = b.make<op>(fns, down);
+    b.add_state(p);
+    b.set_input(b.make<gate_input<T>>(p));
+  }, {"op=process"});
+}
+
+template <class K, class T>
+template <class R, class S, class Out>
+stream<Out> keyed_stream<K, T>::process_with(
+    const keyed_stream<K, R>& right, std::string name, std::size_t parallelism,
+    std::function<void(const T&, process_context<K, S, Out>&)> on_left,
+    std::function<void(const R&, process_context<K, S, Out>&)> on_right,
+    std::function<void(std::uint64_t, process_context<K, S, Out>&)> on_timer) const {
+  if (up_.job() != right.upstream().job()) throw std::invalid_argument("process_with: both inputs must be of one job");
+  if (!on_left || !on_right) {
+    throw std::invalid_argument("process_with '" + name + "': on_left and on_right must be set");
+  }
+  const std::size_t stage =
+      up_.job()->add_stage(std::move(name), parallelism, {up_.stage(), right.upstream().stage()});
+  close_by_key();
+  right.close_by_key();
+  using op = keyed_co_process<K, T, R, S, Out>;
+  typename op::functions fns{key_, right.key(), std::move(on_left), std::move(on_right), std::move(on_timer)};
+  return stream<Out>(up_.job(), stage, [fns](task_builder& b, collector<Out>& down) {
+    auto& p = b.make<op>(fns, down);
+    b.add_state(p);
+    b.set_input(b.make<process_with_input<K, T, R, S, Out>>(b.input_channels().at(0), p));
+  }, {"op=process_with"});
+}
+
+template <class K, class T>
+template <class R, class Out>
+stream<Out> keyed_stream<K, T>::join(const keyed_stream<K, R>& right, std::string name, std::size_t parallelism,
+                                     std::function<Out(const K&, const T&, const R&)> emit) const {
+  if (!emit) throw std::invalid_argument("join '" + name + "': emit is empty");
+  auto fns = regular_join_functions<K, T, R, Out>(key_, right.key(), std::move(emit));
+  const stream<Out> joined = process_with<R, regular_join_state<T, R>, Out>(right, std::move(name), parallelism,
+                                                                          std::move(fns.on_left),
+                                                                          std::move(fns.on_right), {});
+  // Identity: a join, not a process_with of functions that cannot be described.
+  return stream<Out>(joined.job(), joined.stage(), joined.attach(), {"op=join", "join.kind=inner"});
+}
+
+}  // namespace sluice::dataflow
