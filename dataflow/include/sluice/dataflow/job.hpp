@@ -509,18 +509,75 @@ class keyed_stream {
 
   // A new stage: tumbling event-time windows of `size` (time(record) is the event time); each
   // window's emit(window_start, key, acc) goes downstream when the watermark passes its end.
+  // options.allowed_lateness L: a fired window keeps its state until the watermark passes its end
+  // by L; a record for it meanwhile updates it and emits emit(window_start, key, acc) again at once
+  // (a late firing); a record later than that is dropped and counted. windows.hpp has the details.
+  // Throws std::invalid_argument for size 0. Identity: op=window, window.kind=tumbling,
+  // window.size=N, and window.lateness=L when L is not 0.
   template <class Acc, class Out>
   stream<Out> window(std::string name, std::size_t parallelism, std::uint64_t size,
                      std::function<std::uint64_t(const T&)> time, std::function<void(Acc&, const T&)> fold,
-                     std::function<Out(std::uint64_t, const K&, const Acc&)> emit) const {
+                     std::function<Out(std::uint64_t, const K&, const Acc&)> emit, window_options options = {}) const {
+    detail::check_window("tumbling", size, size);
     const std::size_t stage = exchange(std::move(name), parallelism);
     auto key = key_;
-    return stream<Out>(up_.job(), stage, [size, time, key, fold, emit](task_builder& b, collector<Out>& down) {
+    return stream<Out>(up_.job(), stage, [size, time, key, fold, emit, options](task_builder& b, collector<Out>& down) {
       using op = tumbling_window_aggregate<K, T, Acc, Out>;
-      auto& win = b.make<op>(size, typename op::functions{time, key, fold, emit}, down);
+      auto& win = b.make<op>(size, typename op::functions{time, key, fold, emit}, down, options);
       b.add_state(win);
       b.set_input(b.make<gate_input<T>>(win));
-    }, {"op=window", "window.kind=tumbling", "window.size=" + std::to_string(size)});
+    }, detail::window_identity(size, size, options, true));
+  }
+
+  // A new stage: sliding event-time windows [s, s + size) for every s that is a multiple of
+  // `slide` (aligned to 0, as Flink's HOP; none starts below 0): a record folds into every window
+  // holding its time (size / slide of them when slide divides size), and each window's
+  // emit(window_start, key, acc) goes downstream, keys in key order and windows oldest first, when
+  // the watermark reaches window_start + size - 1 (or the input ends). options.allowed_lateness as
+  // for window(). Throws std::invalid_argument (naming the values) unless 1 <= slide <= size.
+  // Identity: op=window, window.kind=sliding, window.size=N, window.slide=S, window.lateness=L.
+  template <class Acc, class Out>
+  stream<Out> sliding_window(std::string name, std::size_t parallelism, std::uint64_t size, std::uint64_t slide,
+                             std::function<std::uint64_t(const T&)> time, std::function<void(Acc&, const T&)> fold,
+                             std::function<Out(std::uint64_t, const K&, const Acc&)> emit,
+                             window_options options = {}) const {
+    detail::check_window("sliding", size, slide);
+    const std::size_t stage = exchange(std::move(name), parallelism);
+    auto key = key_;
+    return stream<Out>(up_.job(), stage, [size, slide, time, key, fold, emit, options](task_builder& b,
+                                                                                        collector<Out>& down) {
+      using op = sliding_window_aggregate<K, T, Acc, Out>;
+      auto& win = b.make<op>(size, slide, typename op::functions{time, key, fold, emit}, down, options);
+      b.add_state(win);
+      b.set_input(b.make<gate_input<T>>(win));
+    }, detail::window_identity(size, slide, options, false));
+  }
+
+  // A new stage: per-window top-N. The records are keyed by their window (the window start an
+  // upstream window emitted, say) and time(record) is their event time (for a window's result its
+  // last instant, window_start + size - 1). Each key's records are held until the watermark reaches
+  // their time (or the input ends); then, keys in key order, emit(key, place, record) goes
+  // downstream for every record whose rank(record) is among the n highest, ties at the n-th place
+  // included (n = 1: every record of the greatest rank), by rank descending, equal ranks by
+  // ascending record (operator<, else its codec bytes); place is 1 + the number ranked higher.
+  // Only records that can still be in the top n are held. Records of a key with different times
+  // are ranked apart; a record behind the watermark is dropped and counted. Throws
+  // std::invalid_argument for n 0. Identity: op=top_n, top_n.n=N. windows.hpp has the details.
+  // Rank is std::int64_t unless named: top_n<Out, double>(...).
+  template <class Out, std::totally_ordered Rank = std::int64_t>
+  stream<Out> top_n(std::string name, std::size_t parallelism, std::size_t n,
+                    std::function<std::uint64_t(const T&)> time,
+                    std::function<std::type_identity_t<Rank>(const T&)> rank,
+                    std::function<Out(const K&, std::size_t, const T&)> emit) const {
+    if (n == 0) throw std::invalid_argument("top_n: n must be at least 1");
+    const std::size_t stage = exchange(std::move(name), parallelism);
+    auto key = key_;
+    return stream<Out>(up_.job(), stage, [n, time, key, rank, emit](task_builder& b, collector<Out>& down) {
+      using op = top_n_op<K, T, Rank, Out>;
+      auto& top = b.make<op>(n, typename op::functions{key, time, rank, emit}, down);
+      b.add_state(top);
+      b.set_input(b.make<gate_input<T>>(top));
+    }, {"op=top_n", "top_n.n=" + std::to_string(n)});
   }
 
  private:

@@ -1,11 +1,11 @@
 #pragma once
 // The operators a job chains inside a task (collector.hpp): stateless map, filter and flat_map, and
-// two keyed, stateful ones, a running aggregate that emits at the end of the input and a tumbling
-// event-time window aggregate that emits when the watermark passes a window's end. Keyed operators
-// sit after a key_by exchange, so every record of a key reaches the same task and its state is
-// local. Results are emitted in key order, so a run's output is deterministic: the running aggregate
-// keeps a hash table and sorts its keys once, when it emits (and when it snapshots, so a checkpoint's
-// bytes are deterministic too); windows keep ordered maps.
+// a keyed, stateful running aggregate that emits at the end of the input; the event-time window
+// operators (tumbling and sliding window aggregates, top-N) are in windows.hpp, which this header
+// includes at its end. Keyed operators sit after a key_by exchange, so every record of a key reaches
+// the same task and its state is local. Results are emitted in key order, so a run's output is
+// deterministic: the running aggregate keeps a hash table and sorts its keys once, when it emits
+// (and when it snapshots, so a checkpoint's bytes are deterministic too).
 
 #include <sluice/buffers/codec.hpp>
 #include <sluice/dataflow/collector.hpp>
@@ -172,71 +172,8 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
   bool emitted_ = false;
 };
 
-// Tumbling event-time windows of `size` time units per key. A window [start, start + size) fires
-// (emit(start, key, acc) for each key, in key order) once the watermark reaches start + size - 1,
-// or at the end of the input. Records for a window that has fired are late: dropped and counted.
-template <class K, class In, class Acc, class Out>
-class tumbling_window_aggregate final : public collector<In>, public stateful, public chain_part {
- public:
-  struct functions {
-    std::function<std::uint64_t(const In&)> time;
-    std::function<K(const In&)> key;
-    std::function<void(Acc&, const In&)> fold;
-    std::function<Out(std::uint64_t, const K&, const Acc&)> emit;
-  };
-  tumbling_window_aggregate(std::uint64_t size, functions fns, collector<Out>& out)
-      : size_(size), fns_(std::move(fns)), out_(&out) {
-    if (size == 0) throw std::invalid_argument("tumbling window: size must be at least 1");
-  }
-
-  void collect(const In& record) override {
-    const std::uint64_t t = fns_.time(record);
-    const std::uint64_t start = t - t % size_;
-    if (fired_through_ && start < *fired_through_) {
-      ++late_records_;
-      return;
-    }
-    fns_.fold(windows_[start][fns_.key(record)], record);
-  }
-  void watermark(std::uint64_t t) override {
-    fire([&](std::uint64_t start) { return start + size_ - 1 <= t; });
-    out_->watermark(t);
-  }
-  void end_of_data() override {
-    fire([](std::uint64_t) { return true; });
-    out_->end_of_data();
-  }
-  std::vector<std::byte> snapshot_state() const override {
-    std::vector<std::pair<std::uint64_t, std::vector<std::pair<K, Acc>>>> windows;
-    for (const auto& [start, keys] : windows_) windows.emplace_back(start, std::vector<std::pair<K, Acc>>(keys.begin(), keys.end()));
-    const std::uint64_t fired = fired_through_ ? *fired_through_ + 1 : 0;  // 0: none
-    return detail::encode_state(std::make_tuple(fired, late_records_, windows));
-  }
-  void restore_state(std::span<const std::byte> bytes) override {
-    using windows_t = std::vector<std::pair<std::uint64_t, std::vector<std::pair<K, Acc>>>>;
-    auto [fired, late, windows] =
-        detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, windows_t>>(bytes, "tumbling window");
-    fired_through_ = fired == 0 ? std::nullopt : std::optional<std::uint64_t>(fired - 1);
-    late_records_ = late;
-    windows_.clear();
-    for (auto& [start, keys] : windows) windows_[start] = std::map<K, Acc>(keys.begin(), keys.end());
-  }
-  std::uint64_t late_records() const noexcept { return late_records_; }
-
- private:
-  template <class Due>
-  void fire(Due due) {
-    detail::fire_windows(windows_, size_, fired_through_, due, [this](std::uint64_t start, const std::map<K, Acc>& keys) {
-      for (const auto& [key, acc] : keys) out_->collect(fns_.emit(start, key, acc));
-    });
-  }
-
-  std::uint64_t size_;
-  functions fns_;
-  collector<Out>* out_;
-  std::map<std::uint64_t, std::map<K, Acc>> windows_;
-  std::optional<std::uint64_t> fired_through_;
-  std::uint64_t late_records_ = 0;
-};
-
 }  // namespace sluice::dataflow
+
+// The window operators, which use the state codec above. windows.hpp includes this header too:
+// included in either order, both are complete, as this include comes after all of the above.
+#include <sluice/dataflow/windows.hpp>
