@@ -1,5 +1,5 @@
-// The Nexmark queries against an independent single-threaded evaluation of the same events (a
-// loop over generate_event written here, not the job API), at several parallelisms, under SIGKILLs,
+// The Nexmark queries against an independent single-threaded evaluation of the same events
+// (reference.hpp: loops over generate_event, not the job API), at several parallelisms, under SIGKILLs,
 // and refused on resume with another generator.
 
 #include <sluice/dataflow/job_runner.hpp>
@@ -9,6 +9,7 @@
 
 #include "dataflow/crash_support.hpp"
 #include "dataflow/wordcount_support.hpp"
+#include "nexmark/reference.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -18,32 +19,15 @@
 #include <vector>
 
 using namespace sluice;
-using nexmark::event_type;
 using sluice::test::published_lines;
 using sluice::test::temp_dir;
 
 namespace {
 
-// The rows of q0, q1 and q2 over events [first, first + events), sorted: what the job must publish.
+// The rows of a query over events [first, first + events), sorted: what the job must publish.
 std::vector<std::string> reference_rows(const std::string& query, std::uint64_t first, std::uint64_t events,
                                         const nexmark::generator_config& c) {
-  std::vector<std::string> rows;
-  for (std::uint64_t n = first; n < first + events; ++n) {
-    const nexmark::event e = nexmark::generate_event(c, n);
-    if (e.type != event_type::bid) continue;
-    const nexmark::bid& b = e.new_bid;
-    const std::string auction = std::to_string(b.auction), bidder = std::to_string(b.bidder);
-    const std::string time = std::to_string(b.date_time);
-    if (query == "q0") {
-      rows.push_back(auction + "," + bidder + "," + std::to_string(b.price) + "," + time + "," + b.extra);
-    } else if (query == "q1") {
-      rows.push_back(auction + "," + bidder + "," + std::to_string(b.price * 89 / 100) + "," + time);
-    } else if (query == "q2" && b.auction % 123 == 0) {
-      rows.push_back(auction + "," + std::to_string(b.price));
-    }
-  }
-  std::sort(rows.begin(), rows.end());
-  return rows;
+  return sluice::test::reference_rows(query, sluice::test::reference_events(first, events, c));
 }
 
 nexmark::query_spec spec_of(const std::string& query, std::uint64_t first, std::uint64_t events, std::size_t p,
