@@ -2,6 +2,8 @@
 
 #include <sluice/nexmark/queries.hpp>
 
+#include "query_parts.hpp"
+
 #include <sluice/dataflow/generate.hpp>
 #include <sluice/dataflow/sinks.hpp>
 
@@ -11,13 +13,11 @@
 
 namespace sluice::nexmark {
 
-namespace {
+namespace detail {
 
 using dataflow::job_builder;
 using dataflow::stream;
 
-// The generated events, with every generator setting in the job's identity: a resume with another
-// rate, base time, first event, size or ratio would be another stream, and is refused.
 stream<event> events_of(job_builder& job, const query_spec& spec) {
   const generator_config config = spec.generator;
   const std::uint64_t first = spec.first_event;
@@ -41,7 +41,33 @@ stream<bid> bids_of(const stream<event>& events) {
   return events.filter([](const event& e) { return e.type == event_type::bid; })
       .map<bid>([](const event& e) { return e.new_bid; });
 }
+stream<person> persons_of(const stream<event>& events) {
+  return events.filter([](const event& e) { return e.type == event_type::person; })
+      .map<person>([](const event& e) { return e.new_person; });
+}
+stream<auction> auctions_of(const stream<event>& events) {
+  return events.filter([](const event& e) { return e.type == event_type::auction; })
+      .map<auction>([](const event& e) { return e.new_auction; });
+}
 
+void rows_to(const stream<std::string>& rows, const query_spec& spec) {
+  if (spec.output.empty()) {
+    rows.discard();
+  } else {
+    rows.write_lines(spec.output, [](const std::string& r) { return r; });
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+using dataflow::job_builder;
+using dataflow::stream;
+using detail::bids_of;
+using detail::events_of;
+
+// Formatted only when written: without an output the rows are counted as they are.
 template <class T>
 void rows_to(const stream<T>& rows, const query_spec& spec, std::string (*format)(const T&)) {
   if (spec.output.empty()) {
@@ -73,6 +99,11 @@ constexpr query_entry queries[] = {
     {"q0", "auction,bidder,price,dateTime,extra", &build_q0},
     {"q1", "auction,bidder,price,dateTime", &build_q1},
     {"q2", "auction,price", &build_q2},
+    {"q3", "name,city,state,id", &detail::build_q3},
+    {"q4", "category,avg", &detail::build_q4},
+    {"q5", "auction,num,starttime,endtime", &detail::build_q5},
+    {"q7", "auction,price,bidder,dateTime", &detail::build_q7},
+    {"q8", "id,name,starttime", &detail::build_q8},
 };
 
 const query_entry& entry_of(std::string_view query) {

@@ -327,7 +327,7 @@ stream<Out> keyed_stream<K, T>::join(const keyed_stream<K, R>& right, std::strin
                                                                           std::move(fns.on_left),
                                                                           std::move(fns.on_right), {});
   // Identity: a join, not a process_with of functions that cannot be described.
-  return stream<Out>(joined.job(), joined.stage(), joined.attach(), {"op=join", "join.kind=inner"});
+  return stream<Out>(joined.job(), joined.stage(), joined.take(), {"op=join", "join.kind=inner"});
 }
 
 }  // namespace sluice::dataflow
