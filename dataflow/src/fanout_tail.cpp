@@ -7,7 +7,7 @@
 namespace sluice::dataflow {
 
 fanout_tail::fanout_tail(buffers::result_partition& partition, std::size_t ports)
-    : queue_(partition), marks_(ports), ended_(ports, false), open_ports_(ports) {}
+    : queued_output(partition), marks_(ports), ended_(ports, false), open_ports_(ports) {}
 
 void fanout_tail::port_watermark(std::size_t port, std::uint64_t time) {
   if (ended_.at(port)) return;

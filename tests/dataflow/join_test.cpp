@@ -9,6 +9,7 @@
 #include <support/temp_dir.hpp>
 
 #include "join_support.hpp"
+#include "capture_support.hpp"
 #include "wordcount_support.hpp"
 
 #include <catch2/catch.hpp>
@@ -22,20 +23,12 @@
 using namespace sluice::dataflow;
 using sluice::snapshot::checkpoint_mode;
 using sluice::test::nested_loop_join;
+using sluice::test::capture;
 using sluice::test::published_lines;
 using sluice::test::temp_dir;
 using sluice::test::write_join_file;
 
 namespace {
-
-struct capture final : collector<std::string> {
-  std::vector<std::string> lines;
-  std::vector<std::uint64_t> watermarks;
-  int ended = 0;
-  void collect(const std::string& r) override { lines.push_back(r); }
-  void watermark(std::uint64_t t) override { watermarks.push_back(t); }
-  void end_of_data() override { ++ended; }
-};
 
 using event = std::pair<std::string, std::uint64_t>;  // (key, time)
 using join_t = tumbling_window_join<std::string, event, event, std::string>;

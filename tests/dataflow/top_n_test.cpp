@@ -18,6 +18,7 @@
 
 #include <support/temp_dir.hpp>
 
+#include "capture_support.hpp"
 #include "wordcount_support.hpp"
 
 #include <catch2/catch.hpp>
@@ -32,24 +33,11 @@
 
 using namespace sluice::dataflow;
 using sluice::snapshot::checkpoint_mode;
+using sluice::test::capture;
 using sluice::test::published_lines;
 using sluice::test::temp_dir;
 
 namespace {
-
-struct capture final : collector<std::string> {
-  std::vector<std::string> lines;
-  std::vector<std::uint64_t> watermarks;
-  int ended = 0;
-  void collect(const std::string& r) override { lines.push_back(r); }
-  void watermark(std::uint64_t t) override { watermarks.push_back(t); }
-  void end_of_data() override { ++ended; }
-  std::vector<std::string> take() {
-    std::vector<std::string> out;
-    out.swap(lines);
-    return out;
-  }
-};
 
 using lines_t = std::vector<std::string>;
 // A window's result: (window start, item, score); its time is the window's last instant, start + 9.

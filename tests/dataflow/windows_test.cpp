@@ -10,6 +10,7 @@
 
 #include <support/temp_dir.hpp>
 
+#include "capture_support.hpp"
 #include "wordcount_support.hpp"
 
 #include <catch2/catch.hpp>
@@ -24,25 +25,11 @@
 
 using namespace sluice::dataflow;
 using sluice::snapshot::checkpoint_mode;
+using sluice::test::capture;
 using sluice::test::published_lines;
 using sluice::test::temp_dir;
 
 namespace {
-
-struct capture final : collector<std::string> {
-  std::vector<std::string> lines;
-  std::vector<std::uint64_t> watermarks;
-  int ended = 0;
-  void collect(const std::string& r) override { lines.push_back(r); }
-  void watermark(std::uint64_t t) override { watermarks.push_back(t); }
-  void end_of_data() override { ++ended; }
-  // The lines since the last call.
-  std::vector<std::string> take() {
-    std::vector<std::string> out;
-    out.swap(lines);
-    return out;
-  }
-};
 
 using event = std::pair<std::string, std::uint64_t>;  // (key, time)
 using lines_t = std::vector<std::string>;

@@ -43,36 +43,24 @@ class tee_op final : public collector<T>, public chain_part {
 };
 
 // The task's output when its stage feeds several exchanges (defined in fanout_tail.cpp).
-class fanout_tail final : public output_tail, public backlog_source {
+class fanout_tail final : public queued_output {
  public:
   fanout_tail(buffers::result_partition& partition, std::size_t ports);
 
   template <class T>
   void record(const T& r, std::size_t subpartition) {
-    ++records_;
-    queue_.push_record(r, subpartition);
+    push_record(r, subpartition);
   }
   void port_watermark(std::size_t port, std::uint64_t time);
   void port_end(std::size_t port);
 
-  bool backlogged() const noexcept override { return !queue_.empty(); }
-  runtime::task<io::result<void>> drain() override { return queue_.drain(); }
-  bool ready() const noexcept override { return queue_.ready(); }
-  runtime::task<void> wait_ready() override { return queue_.wait_ready(); }
-  runtime::task<io::result<void>> drain_ready() override { return queue_.drain_ready(); }
-  std::uint64_t records_out() const noexcept override { return records_; }
-  std::vector<std::byte> backlog_state() const override { return queue_.backlog_state(); }
-  void restore_backlog(std::span<const std::byte> bytes) override { queue_.restore_backlog(bytes); }
-
  private:
   void forward_watermark();
 
-  partition_queue queue_;
   std::vector<std::optional<std::uint64_t>> marks_;  // each port's latest watermark
   std::vector<bool> ended_;
   std::size_t open_ports_;
   std::optional<std::uint64_t> sent_;  // the latest watermark sent
-  std::uint64_t records_ = 0;
 };
 
 // One port of a fanout_tail: records to subpartition first + route(record, parallelism).

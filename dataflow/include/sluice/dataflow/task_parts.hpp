@@ -150,22 +150,11 @@ class partition_queue {
   bool event_blocked_ = false;                  // the event in front found no free buffer
 };
 
-// Serializes T into the task's partition, to the subpartition route(record) picks.
-template <class T>
-class partition_tail final : public output_tail, public collector<T>, public backlog_source {
+// A tail whose output is a partition_queue: the drain and the unaligned backlog of partition_tail
+// and fanout_tail (fanout.hpp).
+class queued_output : public output_tail, public backlog_source {
  public:
-  partition_tail(buffers::result_partition& partition, std::function<std::size_t(const T&)> route)
-      : queue_(partition), route_(std::move(route)) {}
-
-  void collect(const T& record) override {
-    ++records_;
-    queue_.push_record(record, route_(record));
-  }
-  void watermark(std::uint64_t time) override {
-    queue_.push(pending_output{pending_output::kind::watermark, 0, {}, time});
-  }
-  void end_of_data() override { queue_.push(pending_output{pending_output::kind::end_of_data, 0, {}, 0}); }
-
+  explicit queued_output(buffers::result_partition& partition) : queue_(partition) {}
   bool backlogged() const noexcept override { return !queue_.empty(); }
   runtime::task<io::result<void>> drain() override { return queue_.drain(); }
   bool ready() const noexcept override { return queue_.ready(); }
@@ -175,10 +164,34 @@ class partition_tail final : public output_tail, public collector<T>, public bac
   std::vector<std::byte> backlog_state() const override { return queue_.backlog_state(); }
   void restore_backlog(std::span<const std::byte> bytes) override { queue_.restore_backlog(bytes); }
 
- private:
+ protected:
+  template <class T>
+  void push_record(const T& record, std::size_t subpartition) {
+    ++records_;
+    queue_.push_record(record, subpartition);
+  }
+
   partition_queue queue_;
-  std::function<std::size_t(const T&)> route_;
+
+ private:
   std::uint64_t records_ = 0;
+};
+
+// Serializes T into the task's partition, to the subpartition route(record) picks.
+template <class T>
+class partition_tail final : public queued_output, public collector<T> {
+ public:
+  partition_tail(buffers::result_partition& partition, std::function<std::size_t(const T&)> route)
+      : queued_output(partition), route_(std::move(route)) {}
+
+  void collect(const T& record) override { push_record(record, route_(record)); }
+  void watermark(std::uint64_t time) override {
+    queue_.push(pending_output{pending_output::kind::watermark, 0, {}, time});
+  }
+  void end_of_data() override { queue_.push(pending_output{pending_output::kind::end_of_data, 0, {}, 0}); }
+
+ private:
+  std::function<std::size_t(const T&)> route_;
 };
 
 }  // namespace sluice::dataflow
