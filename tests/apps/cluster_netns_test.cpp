@@ -110,6 +110,7 @@ struct netns_cluster {
   reference_run ref;
   std::string job;
   std::vector<std::unique_ptr<tool_process>> workers;
+  std::vector<std::string> extra_args;  // for every worker, after the usual ones
 
   netns_cluster(std::string name, unsigned lines) : ref(dir, lines), job(std::move(name)) { etcd.start(); }
   netns_cluster(const netns_cluster&) = delete;
@@ -121,7 +122,9 @@ struct netns_cluster {
   std::string host(unsigned i) const { return "w" + std::to_string(i); }
   void start(unsigned i) {
     const std::string listen = net.address(host(i)) + ":7000";
-    auto p = std::make_unique<tool_process>(worker_args(dir, ref.input, etcd.endpoint(), job, i, listen),
+    std::vector<std::string> args = worker_args(dir, ref.input, etcd.endpoint(), job, i, listen);
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    auto p = std::make_unique<tool_process>(args,
                                             dir.file(job + "-w" + std::to_string(i) + ".log"), net.netns(host(i)),
                                             std::vector<std::string>{"SLUICE_LOG=info"});
     if (workers.size() <= i) workers.resize(i + 1);
@@ -261,6 +264,9 @@ TEST_CASE("cluster netns: a leader cut off is replaced, comes back stale, steps 
   SLUICE_SKIP_WITHOUT_ETCD();
   SLUICE_SKIP_WITHOUT_NETNS();
   netns_cluster c("stale", 1000000);
+  // Still running when the old leader comes back: the combiner counts 1M lines in a fraction of a
+  // second, and without slow sinks the job could end at the cut (then no attempt follows it).
+  c.extra_args = {"--slow-sink-us", "100000"};
   c.start_all();
   const unsigned old_leader = c.wait_for_checkpoint();
   INFO("worker " << old_leader << " led, and is cut off");
