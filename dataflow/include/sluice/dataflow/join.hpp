@@ -103,26 +103,9 @@ class tumbling_window_join final : public stateful, public chain_part {
   std::uint64_t late_records_ = 0;
 };
 
-// The head of a join task: channels below `left_channels` carry L, the rest R.
+// The head of a join task (task_parts.hpp): channels below the left input's count carry L, the rest R.
 template <class K, class L, class R, class Out>
-class join_input final : public input_head {
- public:
-  join_input(std::size_t left_channels, tumbling_window_join<K, L, R, Out>& join)
-      : left_channels_(left_channels), join_(&join) {}
-  void record(std::uint32_t channel, std::span<const std::byte> bytes) override {
-    if (channel < left_channels_) {
-      join_->left(buffers::decode_from<L>(bytes));
-    } else {
-      join_->right(buffers::decode_from<R>(bytes));
-    }
-  }
-  void watermark(std::uint64_t time) override { join_->watermark(time); }
-  void end_of_data() override { join_->end_of_data(); }
-
- private:
-  std::size_t left_channels_;
-  tumbling_window_join<K, L, R, Out>* join_;
-};
+using join_input = two_input_head<L, R, tumbling_window_join<K, L, R, Out>>;
 
 template <class K, class T>
 template <class R, class Out>

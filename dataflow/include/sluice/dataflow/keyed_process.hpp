@@ -230,26 +230,9 @@ class keyed_co_process final : public stateful, public chain_part {
   detail::keyed_process_core<K, S, Out> core_;
 };
 
-// The head of a two-input process task: channels below `left_channels` carry L, the rest R.
+// The head of a two-input process task (task_parts.hpp): channels below the left input's count carry L, the rest R.
 template <class K, class L, class R, class S, class Out>
-class process_with_input final : public input_head {
- public:
-  process_with_input(std::size_t left_channels, keyed_co_process<K, L, R, S, Out>& op)
-      : left_channels_(left_channels), op_(&op) {}
-  void record(std::uint32_t channel, std::span<const std::byte> bytes) override {
-    if (channel < left_channels_) {
-      op_->left(buffers::decode_from<L>(bytes));
-    } else {
-      op_->right(buffers::decode_from<R>(bytes));
-    }
-  }
-  void watermark(std::uint64_t time) override { op_->watermark(time); }
-  void end_of_data() override { op_->end_of_data(); }
-
- private:
-  std::size_t left_channels_;
-  keyed_co_process<K, L, R, S, Out>* op_;
-};
+using process_with_input = two_input_head<L, R, keyed_co_process<K, L, R, S, Out>>;
 
 // The regular join's state for a key: the left and the right records so far, in arrival order.
 template <class L, class R>

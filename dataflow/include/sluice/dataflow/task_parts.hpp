@@ -106,6 +106,28 @@ class gate_input final : public input_head {
   collector<T>* out_;
 };
 
+// The head of a two-input task (a join, a process_with): gate channels below `left_channels` carry
+// L (the left input's, first in the gate), the rest R. Op takes left(L), right(R), watermark(t) and
+// end_of_data().
+template <class L, class R, class Op>
+class two_input_head final : public input_head {
+ public:
+  two_input_head(std::size_t left_channels, Op& op) : left_channels_(left_channels), op_(&op) {}
+  void record(std::uint32_t channel, std::span<const std::byte> bytes) override {
+    if (channel < left_channels_) {
+      op_->left(buffers::decode_from<L>(bytes));
+    } else {
+      op_->right(buffers::decode_from<R>(bytes));
+    }
+  }
+  void watermark(std::uint64_t time) override { op_->watermark(time); }
+  void end_of_data() override { op_->end_of_data(); }
+
+ private:
+  std::size_t left_channels_;
+  Op* op_;
+};
+
 // What a partition tail queues when a record does not fit at once.
 struct pending_output {
   enum class kind : std::uint8_t { record, watermark, end_of_data };
