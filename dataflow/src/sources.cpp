@@ -1,3 +1,4 @@
+#include <sluice/dataflow/connector_parts.hpp>
 #include <sluice/dataflow/job.hpp>
 #include <sluice/dataflow/sources.hpp>
 
@@ -38,20 +39,19 @@ runtime::task<io::result<void>> line_source::open() {
   co_return io::result<void>();
 }
 
-std::optional<source_head::position> line_source::input_position() const noexcept {
+std::optional<source_progress> line_source::progress() const noexcept {
   if (!opened_) return std::nullopt;
   const std::uint64_t total = end_offset_ - std::min(begin_offset_, end_offset_);
-  if (ended_) return position{total, total};
+  if (ended_) return source_progress{total, total};
   const std::uint64_t at = reader_ ? reader_->offset_bytes() : begin_offset_;
-  return position{std::min(total, at - std::min(at, begin_offset_)), total};
+  return source_progress{std::min(total, at - std::min(at, begin_offset_)), total};
 }
 
-runtime::task<io::result<source_status>> line_source::produce(std::size_t max_records) {
+runtime::task<io::result<read_status>> line_source::read(source_output<std::string>& out, std::size_t max_records) {
   if (ended_) {
     // Again after a restore: downstream needs it, and emits nothing twice.
-    if (latest_time_) out_->watermark(*latest_time_);
-    out_->end_of_data();
-    co_return source_status::end;
+    if (latest_time_) out.watermark(*latest_time_);
+    co_return read_status::end;
   }
   for (std::size_t i = 0; i < max_records; ++i) {
     if (reader_->offset_bytes() >= end_offset_) {
@@ -78,24 +78,22 @@ runtime::task<io::result<source_status>> line_source::produce(std::size_t max_re
       }
       latest_time_ = t;
     }
-    ++records_;
-    out_->collect(std::string(*line.value()));
+    out.emit(std::string(*line.value()));
   }
   if (!ended_) {
-    if (latest_time_ && *latest_time_ > 0) out_->watermark(*latest_time_ - 1);
-    co_return source_status::more;
+    if (latest_time_ && *latest_time_ > 0) out.watermark(*latest_time_ - 1);
+    co_return read_status::more;
   }
-  if (latest_time_) out_->watermark(*latest_time_);
-  out_->end_of_data();
-  co_return source_status::end;
+  if (latest_time_) out.watermark(*latest_time_);
+  co_return read_status::end;
 }
 
-std::vector<std::byte> line_source::snapshot_state() const {
+std::vector<std::byte> line_source::position() const {
   const std::uint64_t offset = reader_ ? reader_->offset_bytes() : restored_offset_.value_or(0);
   return detail::encode_state(std::make_tuple(offset, end_offset_, ended_, latest_time_.has_value(), latest_time_.value_or(0)));
 }
 
-void line_source::restore_state(std::span<const std::byte> bytes) {
+void line_source::restore(std::span<const std::byte> bytes) {
   auto [offset, end, ended, timed, latest] =
       detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, bool, bool, std::uint64_t>>(bytes, "line source");
   restored_offset_ = offset;
@@ -115,13 +113,13 @@ runtime::task<io::result<void>> indexed_line_source::open() {
   co_return io::result<void>();
 }
 
-std::optional<source_head::position> indexed_line_source::input_position() const noexcept {
+std::optional<source_progress> indexed_line_source::progress() const noexcept {
   if (!opened_) return std::nullopt;
-  if (ended_) return position{size_, size_};
-  return position{std::min(size_, reader_ ? reader_->offset_bytes() : offset_), size_};
+  if (ended_) return source_progress{size_, size_};
+  return source_progress{std::min(size_, reader_ ? reader_->offset_bytes() : offset_), size_};
 }
 
-runtime::task<io::result<source_status>> indexed_line_source::produce(std::size_t max_records) {
+runtime::task<io::result<read_status>> indexed_line_source::read(source_output<record>& out, std::size_t max_records) {
   if (!ended_) {
     for (std::size_t i = 0; i < max_records; ++i) {
       io::result<std::optional<std::string_view>> line = co_await reader_->next_line();
@@ -130,24 +128,22 @@ runtime::task<io::result<source_status>> indexed_line_source::produce(std::size_
         ended_ = true;
         break;
       }
-      ++records_;
-      out_->collect(std::make_pair(next_index_, std::string(*line.value())));
+      out.emit(std::make_pair(next_index_, std::string(*line.value())));
       ++next_index_;
-      if (next_index_ % watermark_every == 0) out_->watermark(next_index_ - 1);
+      if (next_index_ % watermark_every == 0) out.watermark(next_index_ - 1);
     }
     offset_ = reader_->offset_bytes();
-    if (!ended_) co_return source_status::more;
+    if (!ended_) co_return read_status::more;
   }
-  if (next_index_ > 0) out_->watermark(next_index_ - 1);
-  out_->end_of_data();
-  co_return source_status::end;
+  if (next_index_ > 0) out.watermark(next_index_ - 1);
+  co_return read_status::end;
 }
 
-std::vector<std::byte> indexed_line_source::snapshot_state() const {
+std::vector<std::byte> indexed_line_source::position() const {
   return detail::encode_state(std::make_tuple(offset_, next_index_, ended_));
 }
 
-void indexed_line_source::restore_state(std::span<const std::byte> bytes) {
+void indexed_line_source::restore(std::span<const std::byte> bytes) {
   auto [offset, index, ended] =
       detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, bool>>(bytes, "indexed line source");
   offset_ = offset;
@@ -159,31 +155,38 @@ void indexed_line_source::restore_state(std::span<const std::byte> bytes) {
 // Each source names its kind in the stage's identity and its file in stage_def::inputs (whose size
 // and CRC32C the job's fingerprint records).
 
+source_spec<std::string> file_lines_spec(std::string path) {
+  source_spec<std::string> spec;
+  spec.identity = {"source=read_lines"};
+  spec.input_files = {path};
+  spec.make = [path](const connector_context& c) {
+    return std::make_unique<line_source>(path, c.subtask, c.parallelism, line_source::time_fn{}, c.max_record_bytes);
+  };
+  return spec;
+}
+
 stream<std::string> job_builder::read_lines(std::string name, std::string path, std::size_t parallelism) {
-  const std::size_t stage = add_stage(std::move(name), parallelism, {});
-  stages_[stage].inputs.push_back(path);
-  return stream<std::string>(this, stage, [path](task_builder& b, collector<std::string>& down) {
-    b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down, line_source::time_fn{}, b.max_record_bytes()));
-  }, {"source=read_lines"});
+  return read_from(std::move(name), parallelism, file_lines_spec(std::move(path)));
 }
 
 stream<std::string> job_builder::read_timed_lines(std::string name, std::string path, std::size_t parallelism,
                                                   std::function<std::uint64_t(std::string_view)> time) {
   if (!time) throw std::invalid_argument("read_timed_lines: a time function is required");
-  const std::size_t stage = add_stage(std::move(name), parallelism, {});
-  stages_[stage].inputs.push_back(path);
-  return stream<std::string>(this, stage, [path, time](task_builder& b, collector<std::string>& down) {
-    b.set_source(b.make<line_source>(path, b.subtask(), b.parallelism(), down, time, b.max_record_bytes()));
-  }, {"source=read_timed_lines"});
+  source_spec<std::string> spec;
+  spec.identity = {"source=read_timed_lines"};
+  spec.input_files = {path};
+  spec.make = [path, time](const connector_context& c) {
+    return std::make_unique<line_source>(path, c.subtask, c.parallelism, time, c.max_record_bytes);
+  };
+  return read_from(std::move(name), parallelism, std::move(spec));
 }
 
 stream<std::pair<std::uint64_t, std::string>> job_builder::read_indexed_lines(std::string name, std::string path) {
-  const std::size_t stage = add_stage(std::move(name), 1, {});
-  stages_[stage].inputs.push_back(path);
-  return stream<std::pair<std::uint64_t, std::string>>(
-      this, stage, [path](task_builder& b, collector<std::pair<std::uint64_t, std::string>>& down) {
-        b.set_source(b.make<indexed_line_source>(path, down, b.max_record_bytes()));
-      }, {"source=read_indexed_lines"});
+  source_spec<indexed_line_source::record> spec;
+  spec.identity = {"source=read_indexed_lines"};
+  spec.input_files = {path};
+  spec.make = [path](const connector_context& c) { return std::make_unique<indexed_line_source>(path, c.max_record_bytes); };
+  return read_from(std::move(name), 1, std::move(spec));
 }
 
 }  // namespace sluice::dataflow

@@ -34,6 +34,10 @@ rt::task<bool> wait_output(output_tail* out) {
   co_return true;
 }
 rt::task<bool> sleep_until(std::chrono::steady_clock::time_point t) { co_return co_await rt::sleep_until(t); }
+rt::task<bool> wait_readable(source_head* s) {
+  co_await s->wait_readable();
+  co_return true;
+}
 
 }  // namespace
 
@@ -155,6 +159,7 @@ rt::task<void> stream_task::run() {
   }
   if (failed && stop.stop_requested()) failed.reset();  // stopped by the job, not failed
   phase_ = phase::closing;
+  if (built_.source_ != nullptr) co_await built_.source_->close();
   co_await built_.output_->close();
   co_await checkpoint_.close();
   phase_ = phase::ended;
@@ -210,6 +215,11 @@ rt::task<io::result<void>> stream_task::step_source() {
   io::result<source_status> status = co_await built_.source_->produce(source_batch_records);
   if (!status) co_return std::move(status).error();
   if (status.value() == source_status::end) source_ended_ = true;
+  if (status.value() == source_status::idle) {
+    // A quiet source (a message system with nothing new): wait for it, a barrier or a message.
+    auto r = co_await rt::when_any(wait_readable(built_.source_), wait_event(&wake_));
+    (void)r;
+  }
   co_return io::result<void>();
 }
 

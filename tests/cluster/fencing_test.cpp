@@ -7,6 +7,7 @@
 #include "attempt_record.hpp"
 #include "keys.hpp"
 
+#include <sluice/dataflow/sinks.hpp>
 #include <sluice/dataflow/job.hpp>
 #include <sluice/dataflow/job_plan.hpp>
 #include <sluice/etcd/client.hpp>

@@ -12,6 +12,7 @@
 // being the record it was. With records_per_second > 0, each task makes at most its share of that
 // rate (it waits, a millisecond at most at a time, so checkpoints and messages are not held up).
 
+#include <sluice/dataflow/connector_parts.hpp>
 #include <sluice/dataflow/job.hpp>
 #include <sluice/dataflow/stdout_sink.hpp>
 #include <sluice/runtime/executor.hpp>
@@ -29,14 +30,14 @@
 
 namespace sluice::dataflow {
 
+// The generator as a source connector (connector.hpp): its position is the next n it makes.
 template <class T>
-class generator_source final : public source_head {
+class generator_source final : public source_connector<T> {
  public:
   generator_source(std::size_t subtask, std::size_t parallelism, std::uint64_t count, double records_per_second,
-                   std::function<T(std::uint64_t)> make, collector<T>& out,
-                   std::function<std::uint64_t(std::uint64_t)> time_of = {})
+                   std::function<T(std::uint64_t)> make, std::function<std::uint64_t(std::uint64_t)> time_of = {})
       : step_(parallelism), count_(count), rate_(records_per_second / static_cast<double>(parallelism)),
-        make_(std::move(make)), time_of_(std::move(time_of)), out_(&out), next_(subtask) {}
+        make_(std::move(make)), time_of_(std::move(time_of)), next_(subtask) {}
 
   runtime::task<io::result<void>> open() override {
     started_ = runtime::executor::current()->now();  // the executor's clock (a simulation's too)
@@ -44,42 +45,36 @@ class generator_source final : public source_head {
     co_return io::result<void>();
   }
 
-  runtime::task<io::result<source_status>> produce(std::size_t max_records) override {
-    if (!ended()) {
-      std::size_t allowed = max_records;
-      if (rate_ > 0) {
-        const double elapsed = std::chrono::duration<double>(runtime::executor::current()->now() - started_).count();
-        const double due = elapsed * rate_ - static_cast<double>(made_since_start_);
-        if (due < 1) {
-          const auto wait = std::chrono::duration<double>((1 - due) / rate_);
-          (void)co_await runtime::sleep_for(std::min<std::chrono::nanoseconds>(
-              std::chrono::duration_cast<std::chrono::nanoseconds>(wait), std::chrono::milliseconds(1)));
-          co_return source_status::more;
-        }
-        allowed = std::min<std::size_t>(allowed, static_cast<std::size_t>(due));
+  runtime::task<io::result<read_status>> read(source_output<T>& out, std::size_t max_records) override {
+    if (ended()) co_return read_status::end;
+    std::size_t allowed = max_records;
+    if (rate_ > 0) {
+      const double elapsed = std::chrono::duration<double>(runtime::executor::current()->now() - started_).count();
+      const double due = elapsed * rate_ - static_cast<double>(made_since_start_);
+      if (due < 1) {
+        const auto wait = std::chrono::duration<double>((1 - due) / rate_);
+        (void)co_await runtime::sleep_for(std::min<std::chrono::nanoseconds>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(wait), std::chrono::milliseconds(1)));
+        co_return read_status::more;
       }
-      for (std::size_t i = 0; i < allowed && !ended(); ++i) {
-        out_->collect(make_(next_));
-        next_ += step_;
-        ++records_;
-        ++made_since_start_;
-      }
-      if (!ended()) {
-        // Every record this task makes from now on happens at time_of(next_) or later.
-        if (time_of_) {
-          const std::uint64_t t = time_of_(next_);
-          if (t > 0) out_->watermark(t - 1);
-        }
-        co_return source_status::more;
-      }
+      allowed = std::min<std::size_t>(allowed, static_cast<std::size_t>(due));
     }
-    out_->end_of_data();
-    co_return source_status::end;
+    for (std::size_t i = 0; i < allowed && !ended(); ++i) {
+      out.emit(make_(next_));
+      next_ += step_;
+      ++made_since_start_;
+    }
+    if (ended()) co_return read_status::end;
+    // Every record this task makes from now on happens at time_of(next_) or later.
+    if (time_of_) {
+      const std::uint64_t t = time_of_(next_);
+      if (t > 0) out.watermark(t - 1);
+    }
+    co_return read_status::more;
   }
 
-  std::uint64_t records_produced() const noexcept override { return records_; }
-  std::vector<std::byte> snapshot_state() const override { return detail::encode_state(next_); }
-  void restore_state(std::span<const std::byte> bytes) override {
+  std::vector<std::byte> position() const override { return detail::encode_state(next_); }
+  void restore(std::span<const std::byte> bytes) override {
     next_ = detail::decode_state<std::uint64_t>(bytes, "generator source");
   }
 
@@ -91,22 +86,29 @@ class generator_source final : public source_head {
   double rate_;  // per task
   std::function<T(std::uint64_t)> make_;
   std::function<std::uint64_t(std::uint64_t)> time_of_;  // empty: no event time, no watermarks
-  collector<T>* out_;
   std::uint64_t next_;
-  std::uint64_t records_ = 0;
   std::uint64_t made_since_start_ = 0;
   std::chrono::steady_clock::time_point started_{};
 };
+
+// generate() and generate_timed() as specs for read_from (identity "source=generate[_timed]" and
+// the count; the rate is not identity: it changes when records come, not which).
+template <class T>
+source_spec<T> generator_spec(std::uint64_t count, std::function<T(std::uint64_t)> make, double records_per_second = 0,
+                              std::function<std::uint64_t(std::uint64_t)> time_of = {}) {
+  source_spec<T> spec;
+  spec.identity = {time_of ? "source=generate_timed" : "source=generate", "generate.count=" + std::to_string(count)};
+  spec.make = [count, make, records_per_second, time_of](const connector_context& c) {
+    return std::make_unique<generator_source<T>>(c.subtask, c.parallelism, count, records_per_second, make, time_of);
+  };
+  return spec;
+}
 
 template <class T>
 stream<T> job_builder::generate(std::string name, std::size_t parallelism, std::uint64_t count,
                                 std::function<T(std::uint64_t)> make, double records_per_second) {
   if (!make) throw std::invalid_argument("generate: a make function is required");
-  const std::size_t stage = add_stage(std::move(name), parallelism, {});
-  // (The rate is not identity: it changes when records come, not which.)
-  return stream<T>(this, stage, [count, make, records_per_second](task_builder& b, collector<T>& down) {
-    b.set_source(b.make<generator_source<T>>(b.subtask(), b.parallelism(), count, records_per_second, make, down));
-  }, {"source=generate", "generate.count=" + std::to_string(count)});
+  return read_from(std::move(name), parallelism, generator_spec<T>(count, std::move(make), records_per_second));
 }
 
 template <class T>
@@ -116,11 +118,8 @@ stream<T> job_builder::generate_timed(std::string name, std::size_t parallelism,
                                       double records_per_second) {
   if (!make) throw std::invalid_argument("generate_timed: a make function is required");
   if (!time_of) throw std::invalid_argument("generate_timed: a time_of function is required");
-  const std::size_t stage = add_stage(std::move(name), parallelism, {});
-  return stream<T>(this, stage, [count, make, time_of, records_per_second](task_builder& b, collector<T>& down) {
-    b.set_source(
-        b.make<generator_source<T>>(b.subtask(), b.parallelism(), count, records_per_second, make, down, time_of));
-  }, {"source=generate_timed", "generate.count=" + std::to_string(count)});
+  return read_from(std::move(name), parallelism,
+                   generator_spec<T>(count, std::move(make), records_per_second, std::move(time_of)));
 }
 
 // The tail of stream::discard(): counts, keeps nothing.

@@ -25,6 +25,7 @@
 
 #include <sluice/buffers/codec.hpp>
 #include <sluice/dataflow/combiner.hpp>
+#include <sluice/dataflow/connector.hpp>
 #include <sluice/dataflow/fanout.hpp>
 #include <sluice/dataflow/job_plan.hpp>
 #include <sluice/dataflow/key_hash.hpp>
@@ -109,6 +110,11 @@ class job_builder {
                            double records_per_second = 0);
   // Lines with their 0-based line index as event time (one task; watermarks every 256 lines).
   stream<std::pair<std::uint64_t, std::string>> read_indexed_lines(std::string name, std::string path);
+  // Records of a source connector of your own (connector.hpp): `parallelism` tasks, each with an
+  // instance spec.make(context) made. The readers above are such connectors (sources.hpp).
+  // Defined in connector_parts.hpp.
+  template <class T>
+  stream<T> read_from(std::string name, std::size_t parallelism, source_spec<T> spec);
 
   const std::string& name() const noexcept { return name_; }
   std::vector<stage_def>& stages() noexcept { return stages_; }
@@ -197,6 +203,14 @@ class stream {
   // Ends the stage with an exactly-once file sink: each task writes lines (format(record)) into
   // `dir`, published when the checkpoint covering them completes. Defined in sinks.hpp.
   void write_lines(std::string dir, std::function<std::string(const T&)> format, sink_options options = {}) const;
+
+  // Ends the stage with a sink connector of your own (connector.hpp): each task writes through its
+  // instance spec.make(context) made, records as they are (W = T) or convert(record) for a sink of
+  // another record type. write_lines() is such a connector (file_sink.hpp). W needs a codec (records
+  // queued at an unaligned barrier are checkpoint state). Defined in connector_parts.hpp.
+  template <class W = T>
+  void write_to(sink_spec<W> spec, std::type_identity_t<std::function<W(const T&)>> convert = {},
+                sink_options options = {}) const;
 
   // Ends the stage with lines (format(record)) on standard output (or descriptor `fd`, not owned):
   // for demos, no delivery guarantee (after a recovery, lines since the checkpoint appear again).

@@ -1,6 +1,8 @@
 #pragma once
-// Sources over text files (line_file_reader.hpp). Each stores its byte offset (and line index) in
-// the checkpoint, so a restart replays exactly the lines after it.
+// Sources over text files (line_file_reader.hpp), as connectors (connector.hpp). Each stores its
+// byte offset (and line index) in the checkpoint as its position, so a restart replays exactly the
+// lines after it. job_builder::read_lines / read_timed_lines / read_indexed_lines use them; a job
+// may also take them through read_from(name, p, file_lines_spec(path)).
 //
 // line_source: task i of n reads the lines that START in byte range [size*i/n, size*(i+1)/n).
 //   With a time function (read_timed_lines) it also checks that times never go back and sends
@@ -8,9 +10,8 @@
 // indexed_line_source: one task; each line with its 0-based index (event time), and a watermark
 // after every `watermark_every` lines and at the end.
 
-#include <sluice/dataflow/collector.hpp>
+#include <sluice/dataflow/connector.hpp>
 #include <sluice/dataflow/line_file_reader.hpp>
-#include <sluice/dataflow/task_parts.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -21,26 +22,24 @@
 
 namespace sluice::dataflow {
 
-class line_source final : public source_head {
+class line_source final : public source_connector<std::string> {
  public:
   using time_fn = std::function<std::uint64_t(std::string_view)>;
-  line_source(std::string path, std::size_t subtask, std::size_t parallelism, collector<std::string>& out,
-              time_fn time = {}, std::size_t max_line_bytes = line_file_reader::default_max_line_bytes)
-      : path_(std::move(path)), subtask_(subtask), parallelism_(parallelism), out_(&out), time_(std::move(time)),
+  line_source(std::string path, std::size_t subtask, std::size_t parallelism, time_fn time = {},
+              std::size_t max_line_bytes = line_file_reader::default_max_line_bytes)
+      : path_(std::move(path)), subtask_(subtask), parallelism_(parallelism), time_(std::move(time)),
         max_line_bytes_(max_line_bytes) {}
 
   runtime::task<io::result<void>> open() override;
-  runtime::task<io::result<source_status>> produce(std::size_t max_records) override;
-  std::uint64_t records_produced() const noexcept override { return records_; }
-  std::optional<position> input_position() const noexcept override;  // bytes of its range
-  std::vector<std::byte> snapshot_state() const override;
-  void restore_state(std::span<const std::byte> bytes) override;
+  runtime::task<io::result<read_status>> read(source_output<std::string>& out, std::size_t max_records) override;
+  std::optional<source_progress> progress() const noexcept override;  // bytes of its range
+  std::vector<std::byte> position() const override;
+  void restore(std::span<const std::byte> bytes) override;
 
  private:
   std::string path_;
   std::size_t subtask_;
   std::size_t parallelism_;
-  collector<std::string>* out_;
   time_fn time_;
   std::size_t max_line_bytes_;
   std::optional<std::uint64_t> latest_time_;  // with time_: the latest line's
@@ -49,35 +48,34 @@ class line_source final : public source_head {
   std::uint64_t begin_offset_ = 0;  // the range's nominal start (size * subtask / parallelism)
   std::uint64_t end_offset_ = 0;
   bool opened_ = false;
-  std::uint64_t records_ = 0;
   bool ended_ = false;
 };
 
-class indexed_line_source final : public source_head {
+class indexed_line_source final : public source_connector<std::pair<std::uint64_t, std::string>> {
  public:
+  using record = std::pair<std::uint64_t, std::string>;
   static constexpr std::uint64_t watermark_every = 256;
-  indexed_line_source(std::string path, collector<std::pair<std::uint64_t, std::string>>& out,
-                      std::size_t max_line_bytes = line_file_reader::default_max_line_bytes)
-      : path_(std::move(path)), out_(&out), max_line_bytes_(max_line_bytes) {}
+  explicit indexed_line_source(std::string path, std::size_t max_line_bytes = line_file_reader::default_max_line_bytes)
+      : path_(std::move(path)), max_line_bytes_(max_line_bytes) {}
 
   runtime::task<io::result<void>> open() override;
-  runtime::task<io::result<source_status>> produce(std::size_t max_records) override;
-  std::uint64_t records_produced() const noexcept override { return records_; }
-  std::optional<position> input_position() const noexcept override;  // bytes of the file
-  std::vector<std::byte> snapshot_state() const override;
-  void restore_state(std::span<const std::byte> bytes) override;
+  runtime::task<io::result<read_status>> read(source_output<record>& out, std::size_t max_records) override;
+  std::optional<source_progress> progress() const noexcept override;  // bytes of the file
+  std::vector<std::byte> position() const override;
+  void restore(std::span<const std::byte> bytes) override;
 
  private:
   std::string path_;
-  collector<std::pair<std::uint64_t, std::string>>* out_;
   std::size_t max_line_bytes_;
   std::optional<line_file_reader> reader_;
   std::uint64_t offset_ = 0;
   std::uint64_t size_ = 0;  // the file's, at open
   bool opened_ = false;
   std::uint64_t next_index_ = 0;
-  std::uint64_t records_ = 0;
   bool ended_ = false;
 };
+
+// read_from(name, p, file_lines_spec(path)): read_lines() as a spec (identity "source=read_lines").
+source_spec<std::string> file_lines_spec(std::string path);
 
 }  // namespace sluice::dataflow

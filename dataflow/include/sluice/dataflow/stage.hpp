@@ -61,6 +61,13 @@ class task_builder {
   // their own length (lines) refuse longer ones.
   std::size_t max_record_bytes() const noexcept { return max_record_bytes_; }
   void set_max_record_bytes(std::size_t bytes) noexcept { max_record_bytes_ = bytes; }
+  // The job's and the stage's names (a connector builds its deterministic ids from them).
+  const std::string& job_name() const noexcept { return job_name_; }
+  const std::string& stage_name() const noexcept { return stage_name_; }
+  void set_names(std::string job, std::string stage) {
+    job_name_ = std::move(job);
+    stage_name_ = std::move(stage);
+  }
   // The ports of the stage's output (job_plan.hpp), set by the runner; and the one to input `input`
   // of stage `consumer`.
   void set_outputs(std::vector<output_port> ports) { outputs_ = std::move(ports); }
@@ -104,6 +111,8 @@ class task_builder {
   std::size_t downstream_parallelism_;
   std::vector<std::size_t> input_channels_;
   std::size_t max_record_bytes_ = std::size_t{16} << 20;
+  std::string job_name_;
+  std::string stage_name_;
   std::vector<output_port> outputs_;
   std::unordered_map<const void*, chain_part*> tees_;
 };

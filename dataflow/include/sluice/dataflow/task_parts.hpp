@@ -36,7 +36,9 @@ class input_head : public chain_part {
   virtual void end_of_data() = 0;
 };
 
-enum class source_status { more, end };
+// more: call produce() again; idle: nothing at hand now (the task waits for wait_readable(), its
+// barriers and messages, whichever comes first); end: exhausted.
+enum class source_status { more, idle, end };
 
 class source_head : public chain_part, public stateful {
  public:
@@ -45,6 +47,11 @@ class source_head : public chain_part, public stateful {
   // Passes up to `max_records` records down the chain (watermarks too); `end` once exhausted, after
   // which it has passed end_of_data down the chain.
   virtual runtime::task<io::result<source_status>> produce(std::size_t max_records) = 0;
+  // After produce() said idle: returns once it may have more (cancellable: the task also waits for
+  // its messages and barriers).
+  virtual runtime::task<void> wait_readable() { co_return; }
+  // At the end of the task, whether it ended well or not.
+  virtual runtime::task<void> close() { co_return; }
   virtual std::uint64_t records_produced() const noexcept = 0;
   // How far through its input it is (bytes of a file, say), for a progress line; none if it cannot
   // tell (a generator without an end).
