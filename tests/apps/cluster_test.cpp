@@ -204,7 +204,8 @@ std::int64_t create_revision(const std::string& endpoint, const std::string& key
 // next leader waited for that follower to leave attempt 1 (left/), and the follower, which never ran
 // it (its epoch was over), waited for the next leader's attempt. Forced by events: worker 1 is
 // stopped (SIGSTOP) once it is a member, the leader is killed the moment `attempt` appears, and
-// worker 1 continues only once another worker leads. It leaves attempt 1 without running it.
+// worker 1 continues only once another worker leads. It leaves attempt 1 without running it (or,
+// stopped mid-poll, runs it: see the end).
 TEST_CASE("cluster: the leader killed the moment it wrote an attempt a follower never saw: the job ends, exact") {
   SLUICE_SKIP_WITHOUT_ETCD();
   cluster_fixture f(3);
@@ -233,7 +234,11 @@ TEST_CASE("cluster: the leader killed the moment it wrote an attempt a follower 
   workers[1]->kill(SIGCONT);
   expect_all_done(workers);
   CHECK(published_lines(f.dir.file("out-passed")) == published_lines(f.reference));
-  CHECK_THAT(workers[1]->log(), Catch::Contains("never ran attempt 1"));
+  // Mostly it passed attempt 1 over. Stopped between its read of the leader key (still the old
+  // epoch) and its read of the attempt, it runs attempt 1 when continued instead, and leaves it as
+  // the leader key's end arrives: the job ends either way, and without the fix the first way hangs.
+  const std::string log = workers[1]->log();
+  CHECK((log.find("never ran attempt 1") != std::string::npos || log.find("runs attempt 1 (") != std::string::npos));
 }
 
 namespace {
