@@ -185,6 +185,8 @@ TEST_CASE("cluster netns: a follower cut off for longer than the lease finds its
   SLUICE_SKIP_WITHOUT_ETCD();
   SLUICE_SKIP_WITHOUT_NETNS();
   netns_cluster c("partition", 1000000);
+  // Still running at the cut, as the stale-leader test below: the job must outlast the cut's notice.
+  c.extra_args = {"--slow-sink-us", "100000"};
   c.start_all();
   const unsigned leader = c.wait_for_checkpoint();
   const unsigned cut = (leader + 1) % 3;
@@ -228,6 +230,8 @@ TEST_CASE("cluster netns: two workers that no longer reach each other but still 
   SLUICE_SKIP_WITHOUT_ETCD();
   SLUICE_SKIP_WITHOUT_NETNS();
   netns_cluster c("between", 1000000);
+  // Still running at the cut, as the stale-leader test below: the job must outlast the cut's notice.
+  c.extra_args = {"--slow-sink-us", "100000"};
   c.start_all();
   const unsigned leader = c.wait_for_checkpoint();
   const unsigned a = (leader + 1) % 3;
