@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
+
 namespace sluice::nats {
 namespace {
 
@@ -87,6 +89,46 @@ runtime::task<io::result<pub_ack>> await_ack(connection& c, std::shared_ptr<pend
   a.seq = j.value().value("seq", std::uint64_t{0});
   a.duplicate = j.value().value("duplicate", false);
   co_return a;
+}
+
+}  // namespace sluice::nats
+
+namespace sluice::nats {
+
+runtime::task<io::result<std::string>> create_pull_consumer(connection& c, std::string stream, std::uint64_t start_seq,
+                                                            std::chrono::nanoseconds inactive_threshold) {
+  nlohmann::json cfg = {{"deliver_policy", "by_start_sequence"}, {"opt_start_seq", start_seq}, {"ack_policy", "none"},
+                        {"replay_policy", "instant"},            {"inactive_threshold", inactive_threshold.count()},
+                        {"mem_storage", true}};
+  nlohmann::json body = {{"stream_name", stream}, {"config", cfg}};
+  auto j = co_await api(c, "$JS.API.CONSUMER.CREATE." + stream, body.dump(), "create a pull consumer on stream " + stream);
+  if (!j) co_return j.error();
+  co_return j.value().value("name", std::string());
+}
+
+std::optional<stream_message> stream_message_from(message m) {
+  std::vector<std::string_view> tokens;
+  std::string_view s(m.reply);
+  for (std::size_t start = 0;;) {
+    const std::size_t dot = s.find('.', start);
+    tokens.push_back(s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  // v1: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending> (9 tokens);
+  // v2 adds <domain>.<account hash> after ACK and a random token at the end (12 or more).
+  if (tokens.size() < 9 || tokens[0] != "$JS" || tokens[1] != "ACK") return std::nullopt;
+  const std::size_t base = tokens.size() == 9 ? 2 : 4;
+  auto num = [](std::string_view t) -> std::optional<std::uint64_t> {
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc{} || p != t.data() + t.size()) return std::nullopt;
+    return v;
+  };
+  auto seq = num(tokens[base + 3]);
+  auto ts = num(tokens[base + 5]);
+  if (!seq || !ts) return std::nullopt;
+  return stream_message{*seq, *ts, std::move(m.payload)};
 }
 
 }  // namespace sluice::nats

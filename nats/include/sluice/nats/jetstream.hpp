@@ -50,3 +50,23 @@ runtime::task<io::result<pub_ack>> await_ack(connection& c, std::shared_ptr<pend
                                              std::chrono::milliseconds timeout = api_timeout);
 
 }  // namespace sluice::nats
+
+namespace sluice::nats {
+
+// An ephemeral pull consumer of `stream` starting at stream sequence `start_seq` (>= 1), no acks
+// (ack_policy none: a replay is driven by the source's own position, not by redelivery). The
+// server removes it after inactive_threshold without fetches. Yields its name.
+runtime::task<io::result<std::string>> create_pull_consumer(connection& c, std::string stream, std::uint64_t start_seq,
+                                                            std::chrono::nanoseconds inactive_threshold = std::chrono::seconds(30));
+
+// A message fetched from a pull consumer: its stream sequence and JetStream timestamp come from the
+// reply subject $JS.ACK.<stream>.<consumer>.<delivered>.<stream_seq>.<consumer_seq>.<ns>.<pending>.
+struct stream_message {
+  std::uint64_t seq = 0;
+  std::uint64_t timestamp_ns = 0;
+  std::string payload;
+};
+// Parses the $JS.ACK reply subject; nullopt when it is not one.
+std::optional<stream_message> stream_message_from(message m);
+
+}  // namespace sluice::nats
