@@ -102,6 +102,8 @@ void connection::fail(std::string why) {
   for (auto& [sid, sub] : subs_) sub->queue_.close();
   for (auto& [token, slot] : requests_) slot->done.set();
   requests_.clear();
+  for (auto& slot : pongs_) slot->done.set();
+  pongs_.clear();
   out_ready_.set();
   out_drained_.set();
   ended_.set();
@@ -220,6 +222,16 @@ runtime::task<io::result<void>> connection::flush() {
     const bool woke = co_await out_drained_.wait();
     if (!woke) co_return error("flush stopped");
   }
+  co_return check_open();
+}
+
+runtime::task<io::result<void>> connection::round_trip(std::chrono::milliseconds timeout) {
+  if (auto ok = check_open(); !ok) co_return ok;
+  auto slot = std::make_shared<pending_reply>();
+  pongs_.push_back(slot);
+  append("PING\r\n");
+  auto woke = co_await runtime::with_timeout(wait_on(&slot->done), timeout);
+  if (!woke) co_return error("no PONG within " + std::to_string(timeout.count()) + " ms");
   co_return check_open();
 }
 
@@ -348,7 +360,14 @@ int connection::parse_one(message& out, std::uint64_t& sid) {
     append("PONG\r\n");
     return 2;
   }
-  if (copy == "PONG" || copy == "+OK" || copy.rfind("INFO ", 0) == 0) return 2;
+  if (copy == "PONG") {
+    if (!pongs_.empty()) {
+      pongs_.front()->done.set();
+      pongs_.pop_front();
+    }
+    return 2;
+  }
+  if (copy == "+OK" || copy.rfind("INFO ", 0) == 0) return 2;
   if (copy.rfind("-ERR", 0) == 0) {
     fail("server error: " + copy);
     return -1;
@@ -409,6 +428,8 @@ runtime::task<void> connection::close() {
     if (!failure_) failure_ = error("connection closed");
     for (auto& [token, slot] : requests_) slot->done.set();
     requests_.clear();
+    for (auto& slot : pongs_) slot->done.set();
+    pongs_.clear();
   }
 }
 

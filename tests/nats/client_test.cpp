@@ -1,5 +1,6 @@
 #include <sluice/io/tcp.hpp>
 #include <sluice/nats/client.hpp>
+#include <sluice/nats/connectors.hpp>
 #include <sluice/nats/jetstream.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/runtime/when_all.hpp>
@@ -36,7 +37,7 @@ task<std::string> request_reply(std::uint16_t port) {
   auto server = (co_await nats::connection::connect(io::address::loopback_v4(port))).value();
   auto client = (co_await nats::connection::connect(io::address::loopback_v4(port))).value();
   auto service = (co_await server->subscribe("echo")).value();
-  (co_await server->flush()).value();
+  (co_await server->round_trip(5s)).value();  // the SUB is in place before the client publishes
   auto slot1 = (co_await client->send_request("echo", "one")).value();
   auto slot2 = (co_await client->send_request("echo", "two")).value();
   for (int i = 0; i < 2; ++i) {
@@ -124,3 +125,21 @@ TEST_CASE("a server line the client does not know, or a payload above max_payloa
   CHECK(err.find("server error: -ERR 'Authorization Violation'") != std::string::npos);
 }
 
+
+TEST_CASE("a nats URL names the server and the stream or subject, and the specs put the stream, not the server, in the identity") {
+  auto url = nats::parse_url("nats://127.0.0.1:4222/ORDERS").value();
+  CHECK(url.server_text == "127.0.0.1:4222");
+  CHECK(url.name == "ORDERS");
+  CHECK(nats::jetstream_source_spec(url, true).identity ==
+        std::vector<std::string>{"source=nats", "nats.stream=ORDERS", "nats.bounded=yes"});
+  CHECK(nats::jetstream_sink_spec(url).identity == std::vector<std::string>{"sink=nats", "nats.subject=ORDERS"});
+  auto no_scheme = nats::parse_url("http://127.0.0.1:4222/x");
+  REQUIRE(!no_scheme);
+  CHECK(no_scheme.error().message() == "nats URL 'http://127.0.0.1:4222/x': does not start with nats://");
+  auto no_name = nats::parse_url("nats://127.0.0.1:4222/");
+  REQUIRE(!no_name);
+  CHECK(no_name.error().message().find("no /STREAM or /SUBJECT") != std::string::npos);
+  auto host_name = nats::parse_url("nats://nats.example.com:4222/x");
+  REQUIRE(!host_name);
+  CHECK(host_name.error().message().find("the server is not IP:PORT") != std::string::npos);
+}

@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -104,6 +105,9 @@ class connection {
                                           std::string reply = {});
   // Waits until everything queued so far has been sent.
   runtime::task<io::result<void>> flush();
+  // PING, and waits for the PONG: the server has processed everything sent before it (a SUB is
+  // in place before another connection publishes to it).
+  runtime::task<io::result<void>> round_trip(std::chrono::milliseconds timeout);
   runtime::task<io::result<std::shared_ptr<subscription>>> subscribe(std::string subject);
   runtime::task<io::result<void>> unsubscribe(std::shared_ptr<subscription> sub);
 
@@ -147,6 +151,7 @@ class connection {
   std::uint64_t inbox_sid_ = 0;
   std::map<std::uint64_t, std::shared_ptr<subscription>> subs_;
   std::map<std::string, std::shared_ptr<pending_reply>> requests_;
+  std::deque<std::shared_ptr<pending_reply>> pongs_;  // round_trip()s waiting, in PING order
   std::string buf_;          // received, not yet parsed
   std::string out_;          // queued for the writer
   std::uint64_t queued_ = 0, sent_ = 0;  // bytes ever appended / sent

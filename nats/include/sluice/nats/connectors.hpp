@@ -31,7 +31,7 @@
 //     the subject ('.', '*', '>' become '_'), file storage, duplicate_window 2 min.
 //
 // URLs: nats://HOST:PORT/STREAM (source) and nats://HOST:PORT/SUBJECT (sink). HOST is an IP
-// address (no DNS lookup here). The server is NOT part of the job's identity (the stream or subject
+// address or localhost (io::address::parse: no DNS lookup). The server is NOT part of the job's identity (the stream or subject
 // is): the same stream reached at another address (a moved server, another cluster member) resumes.
 
 #include <sluice/dataflow/connector.hpp>
