@@ -25,7 +25,8 @@
 //   - Exactly once holds ONLY IF a replay comes within the stream's duplicate_window (2 min by
 //     default) of the first publish of the same id: a restart later than that publishes a batch
 //     that was committed but not yet forgotten again, as new messages. recover() refuses a stream
-//     whose duplicate_window is 0. The sink's staged records are in memory: bounded by what one
+//     whose duplicate_window is 0 (nats-server 2.9 never reports one: it stores
+//     duplicate_window 0 as the 2 min default, checked against the real server). The sink's staged records are in memory: bounded by what one
 //     checkpoint interval produces.
 //   - The subject must be stored by a stream. If none stores it, recover() creates one named after
 //     the subject ('.', '*', '>' become '_'), file storage, duplicate_window 2 min.
