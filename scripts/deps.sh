@@ -25,6 +25,8 @@ SLUICE_PACKAGES=(
   # promtool (in Debian's prometheus package): the metrics endpoint's tests check the scraped text
   # with `promtool check metrics` (optional: without it that check is skipped)
   prometheus
+  # the NATS JetStream connectors' tests (issue 16) run a real nats-server (optional: skipped without)
+  nats-server
   # the status page's test loads the page in headless Chromium and asserts on its DOM (optional:
   # without it that test is skipped); fonts so the saved screenshot has readable text
   chromium fonts-dejavu-core
