@@ -74,6 +74,7 @@ runtime::task<io::result<connection>> connection::connect(std::string conninfo) 
     if (!ready.ok()) co_return pg_error("postgresql " + c.server_ + ": connect: " + ready.error().message());
     status = PQconnectPoll(c.conn_);
   }
+  PQsetNoticeProcessor(c.conn_, [](void*, const char*) {}, nullptr);  // "already exists, skipping" and the like
   if (PQsetnonblocking(c.conn_, 1) != 0) co_return c.failure("set non-blocking mode");
   c = connection(std::exchange(c.conn_, nullptr));  // the server string of the host it reached
   co_return std::move(c);

@@ -110,7 +110,7 @@ runtime::task<io::result<void>> row_sink::recover(std::vector<std::byte> precomm
   pending_.clear();
   auto up = co_await ensure_connected();
   if (!up.ok()) co_return up.error();
-  std::vector<batch> batches = decode_batches(precommitted);
+  std::vector<batch> batches = precommitted.empty() ? std::vector<batch>{} : decode_batches(precommitted);  // empty: a fresh start
   for (batch& b : batches) {
     auto r = co_await apply(std::move(b));
     if (!r.ok()) co_return r.error();
