@@ -35,6 +35,9 @@ SLUICE_PACKAGES=(
   clang-14 libclang-rt-14-dev llvm-14
   # `sluice bench <name> --plot FILE.png` (issue 14) draws its figures with gnuplot
   gnuplot-nox
+  # the PostgreSQL sink (issue 16): libpq to build against, and a PostgreSQL 15 server its tests
+  # start (optional for the tests: without it they are skipped)
+  libpq-dev postgresql-15
 )
 
 sluice_deps_packages() {
