@@ -33,6 +33,9 @@ SLUICE_PACKAGES=(
   clang-14 libclang-rt-14-dev llvm-14
   # `sluice bench <name> --plot FILE.png` (issue 14) draws its figures with gnuplot
   gnuplot-nox
+  # the kafka connectors (issue 16): librdkafka, whose built-in mock cluster the tests run against
+  # (Debian 12 packages no Kafka broker)
+  librdkafka-dev
 )
 
 sluice_deps_packages() {
