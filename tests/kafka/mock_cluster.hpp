@@ -96,6 +96,47 @@ inline std::vector<std::string> read_committed(const std::string& brokers, const
   return out;
 }
 
+// Whether the cluster keeps an offset committed through a transaction (TxnOffsetCommit + EndTxn):
+// librdkafka 2.0.2's mock cluster does not (its TxnOffsetCommit and EndTxn handlers only answer,
+// so it also shows aborted records to read_committed readers). "" when it does, else why not.
+inline std::string transactions_unsupported(const std::string& brokers, const std::string& topic) {
+  char errstr[256];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), errstr, sizeof errstr);
+  rd_kafka_conf_set(conf, "transactional.id", "probe", errstr, sizeof errstr);
+  rd_kafka_t* p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+  std::string why;
+  if (rd_kafka_error_t* e = rd_kafka_init_transactions(p, 10000)) {
+    why = std::string("init_transactions: ") + rd_kafka_error_string(e);
+    rd_kafka_error_destroy(e);
+  } else {
+    rd_kafka_begin_transaction(p);
+    auto* offsets = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(offsets, topic.c_str(), 0)->offset = 7;
+    auto* group = rd_kafka_consumer_group_metadata_new("probe-group");
+    if (rd_kafka_error_t* e = rd_kafka_send_offsets_to_transaction(p, offsets, group, 10000)) rd_kafka_error_destroy(e);
+    if (rd_kafka_error_t* e = rd_kafka_commit_transaction(p, 10000)) rd_kafka_error_destroy(e);
+    rd_kafka_consumer_group_metadata_destroy(group);
+    rd_kafka_topic_partition_list_destroy(offsets);
+  }
+  rd_kafka_destroy(p);
+  if (!why.empty()) return why;
+  conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), errstr, sizeof errstr);
+  rd_kafka_conf_set(conf, "group.id", "probe-group", errstr, sizeof errstr);
+  rd_kafka_t* c = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+  auto* list = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(list, topic.c_str(), 0);
+  rd_kafka_committed(c, list, 10000);
+  if (list->elems[0].offset != 7)
+    why = "the Kafka cluster (librdkafka's mock) does not keep offsets committed in a transaction "
+          "(TxnOffsetCommit/EndTxn only answer), so the transactional sink's exactly-once cannot be checked on it";
+  rd_kafka_topic_partition_list_destroy(list);
+  rd_kafka_consumer_close(c);
+  rd_kafka_destroy(c);
+  return why;
+}
+
 template <class T>
 struct vector_collector : dataflow::collector<T> {
   std::vector<T> records;
