@@ -46,6 +46,11 @@ inline void produce(const std::string& brokers, const std::string& topic, const 
   char errstr[256];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), errstr, sizeof errstr);
+  static thread_local std::string first_failure;
+  first_failure.clear();
+  rd_kafka_conf_set_dr_msg_cb(conf, [](rd_kafka_t*, const rd_kafka_message_t* m, void*) {
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR && first_failure.empty()) first_failure = rd_kafka_err2str(m->err);
+  });
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
   for (std::size_t i = 0; i < values.size(); ++i) {
     for (;;) {
@@ -60,6 +65,7 @@ inline void produce(const std::string& brokers, const std::string& topic, const 
   }
   rd_kafka_flush(rk, 30000);
   rd_kafka_destroy(rk);
+  if (!first_failure.empty()) throw std::runtime_error("test producer: a delivery failed: " + first_failure);
 }
 
 // Every committed value of the topic (all partitions, read_committed), read until `expect` values

@@ -72,7 +72,7 @@ struct kafka_options {
   std::string brokers;  // bootstrap.servers
   std::string topic;
   bool bounded = false;  // source: stop at the high watermarks of the first start
-  std::size_t buffer_records = 1024;  // source: queued.min.messages (the bounded fetch buffer)
+  std::size_t buffer_records = 10000;  // source: queued.min.messages (the bounded fetch buffer)
 };
 
 // A source position: per partition the next offset to emit, and the bound (-1: unbounded).
