@@ -129,3 +129,40 @@ TEST_CASE("kafka URLs parse into brokers, topic and bounded; the identity names 
   CHECK_THROWS_AS(sk::parse_kafka_url("nats://a:1/t"), std::invalid_argument);
   CHECK_THROWS_AS(sk::kafka_sink_spec("kafka://a:1/t?bounded"), std::invalid_argument);
 }
+
+namespace {
+rt::task<df::read_status> read_once(df::source_connector<std::string>* src, df::source_output<std::string>* out) {
+  auto r = co_await src->read(*out, 100);
+  if (!r) throw std::runtime_error(r.error().message());
+  co_return *r;
+}
+}  // namespace
+
+TEST_CASE("an unbounded kafka source returns idle on a quiet topic and wait_readable wakes when records arrive") {
+  mock_cluster cluster;
+  cluster.create_topic("in", 2);
+  rt::engine eng(one_executor());
+  auto src = sk::make_kafka_source({.brokers = cluster.bootstrap(), .topic = "in"}, context("j", 0, 1));
+  vector_collector<std::string> c;
+  df::source_output<std::string> out(c);
+  eng.block_on(open_or_throw(src.get()));
+  CHECK(eng.block_on(read_once(src.get(), &out)) == df::read_status::idle);
+  CHECK(c.records.empty());
+  produce(cluster.bootstrap(), "in", numbered(10), [](std::size_t i) { return i % 2; });
+  auto s = eng.block_on(drain(src.get(), &out, 10));  // waits through wait_readable until all 10 came
+  CHECK(s != df::read_status::end);
+  CHECK(c.records.size() == 10);
+  auto pos = sk::decode_position(src->position());
+  CHECK(pos.at(0).next == 5);
+  CHECK(pos.at(1).next == 5);
+  CHECK(pos.at(0).bound == -1);
+  eng.block_on(src->close());
+}
+
+TEST_CASE("a kafka source refuses a position it cannot decode, naming the connector") {
+  auto src = sk::make_kafka_source({.brokers = "x:1", .topic = "in"}, context("j", 0, 1));
+  std::string bad = "0 five -1\n";
+  auto bytes = std::as_bytes(std::span(bad));
+  CHECK_THROWS_WITH(src->restore(std::vector<std::byte>(bytes.begin(), bytes.end())),
+                    Catch::Contains("kafka source: position bytes do not decode"));
+}
