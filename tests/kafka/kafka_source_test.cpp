@@ -117,7 +117,7 @@ TEST_CASE("kafka source tasks split the partitions by partition modulo paralleli
   CHECK(got.size() == 400);
 }
 
-TEST_CASE("kafka URLs parse into brokers, topic and bounded; the identity names the topic but not the brokers") {
+TEST_CASE("kafka URLs parse into brokers, topic and bounded, and the identity names the topic but not the brokers") {
   auto o = sk::parse_kafka_url("kafka://a:1,b:2/orders?bounded");
   CHECK(o.brokers == "a:1,b:2");
   CHECK(o.topic == "orders");
