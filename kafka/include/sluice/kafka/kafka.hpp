@@ -48,7 +48,9 @@
 // So a checkpoint's records are in the topic once, for readers with isolation.level=
 // read_committed. Not covered: read_uncommitted readers can see records of aborted transactions;
 // two jobs with the same job name and task write with the same transactional.id and fence each
-// other; a marker group deleted by hand makes a recover commit a batch again.
+// other; a marker group deleted by hand, or expired by the broker (offsets.retention.minutes, 7 days
+// by default, for a group without members), makes a recover from a checkpoint older than that
+// commit its batch again. A sink task's memory is what its uncommitted checkpoints wrote.
 // An error of a commit (including an ambiguous one) fails the task; the restart's recover decides
 // from the marker.
 // VERIFIED ONLY IN PART: librdkafka 2.0.2's mock cluster (the tests' only Kafka) answers
