@@ -38,6 +38,9 @@ SLUICE_PACKAGES=(
   # the PostgreSQL sink (issue 16): libpq to build against, and a PostgreSQL 15 server its tests
   # start (optional for the tests: without it they are skipped)
   libpq-dev postgresql-15
+  # the kafka connectors (issue 16): librdkafka, whose built-in mock cluster the tests run against
+  # (Debian 12 packages no Kafka broker)
+  librdkafka-dev
 )
 
 sluice_deps_packages() {
