@@ -1,6 +1,7 @@
 // GCC 12 reports a false -Wstringop-overflow inside std::string copies inlined at -O3.
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wrestrict"
+#include "tsan_skip.hpp"
 #include <sluice/kafka/kafka.hpp>
 #include <sluice/runtime/engine.hpp>
 
@@ -58,6 +59,7 @@ std::multiset<std::string> as_set(const std::vector<std::string>& v) { return {v
 }  // namespace
 
 TEST_CASE("a kafka sink's checkpoint is in the topic exactly once when both commit and a later recover try") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
   mock_cluster cluster;
   cluster.create_topic("out", 2);
   if (auto why = transactions_unsupported(cluster.bootstrap(), "out"); !why.empty()) {
@@ -102,6 +104,7 @@ TEST_CASE("a kafka sink's checkpoint is in the topic exactly once when both comm
 }
 
 TEST_CASE("kafka sinks of two tasks commit with their own transactional ids and markers") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
   mock_cluster cluster;
   cluster.create_topic("out", 3);
   if (auto why = transactions_unsupported(cluster.bootstrap(), "out"); !why.empty()) {
@@ -126,6 +129,7 @@ TEST_CASE("kafka sinks of two tasks commit with their own transactional ids and 
 }
 
 TEST_CASE("retriable broker errors on a kafka sink's commit (Produce, AddPartitionsToTxn) are retried into one success without duplicates") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
   mock_cluster cluster;
   cluster.create_topic("out", 1);
   rt::engine eng(one_executor());
@@ -146,6 +150,7 @@ TEST_CASE("retriable broker errors on a kafka sink's commit (Produce, AddPartiti
 }
 
 TEST_CASE("a fatal broker error on a kafka sink's EndTxn fails the commit, naming it, and recovery commits the batch once") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
   mock_cluster cluster;
   cluster.create_topic("out", 1);
   if (auto why = transactions_unsupported(cluster.bootstrap(), "out"); !why.empty()) {

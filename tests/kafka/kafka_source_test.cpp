@@ -1,6 +1,7 @@
 // GCC 12 reports a false -Wstringop-overflow inside std::string copies inlined at -O3.
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wrestrict"
+#include "tsan_skip.hpp"
 #include <sluice/kafka/kafka.hpp>
 #include <sluice/runtime/engine.hpp>
 
@@ -52,6 +53,7 @@ std::vector<std::string> numbered(std::size_t n) {
 }  // namespace
 
 TEST_CASE("a bounded kafka source stops at the high watermarks of its first start and resumes from a position") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
   mock_cluster cluster;
   cluster.create_topic("in", 3);
   produce(cluster.bootstrap(), "in", numbered(300), [](std::size_t i) { return i % 3; });
@@ -91,6 +93,7 @@ TEST_CASE("a bounded kafka source stops at the high watermarks of its first star
 }
 
 TEST_CASE("kafka source tasks split the partitions by partition modulo parallelism") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
   mock_cluster cluster;
   cluster.create_topic("in", 4);
   produce(cluster.bootstrap(), "in", numbered(400), [](std::size_t i) { return i % 4; });
@@ -139,6 +142,7 @@ rt::task<df::read_status> read_once(df::source_connector<std::string>* src, df::
 }  // namespace
 
 TEST_CASE("an unbounded kafka source returns idle on a quiet topic and wait_readable wakes when records arrive") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
   mock_cluster cluster;
   cluster.create_topic("in", 2);
   rt::engine eng(one_executor());
@@ -160,6 +164,7 @@ TEST_CASE("an unbounded kafka source returns idle on a quiet topic and wait_read
 }
 
 TEST_CASE("a kafka source refuses a position it cannot decode, naming the connector") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
   auto src = sk::make_kafka_source({.brokers = "x:1", .topic = "in"}, context("j", 0, 1));
   std::string bad = "0 five -1\n";
   auto bytes = std::as_bytes(std::span(bad));

@@ -5,6 +5,7 @@
 //   build/release/tests/kafka_tests "[.bench]"
 // Records/s on the mock cluster for the sink's commit path and the source, beside a plain
 // librdkafka producer and consumer loop.
+#include "tsan_skip.hpp"
 #include <sluice/kafka/kafka.hpp>
 #include <sluice/runtime/engine.hpp>
 
@@ -83,6 +84,7 @@ struct counting : df::collector<std::string> {
 }  // namespace
 
 TEST_CASE("kafka throughput on the mock cluster, beside plain librdkafka loops", "[.bench]") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
   const std::size_t n = 100000;
   mock_cluster cluster;
   cluster.create_topic("plain", 4);

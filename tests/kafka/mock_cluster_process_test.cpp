@@ -1,6 +1,7 @@
 // GCC 12 reports a false -Wstringop-overflow inside std::string copies inlined at -O3.
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wrestrict"
+#include "tsan_skip.hpp"
 #include <sluice/kafka/kafka.hpp>
 #include <sluice/runtime/engine.hpp>
 
@@ -67,6 +68,7 @@ rt::task<std::size_t> read_to_end(df::source_connector<std::string>* src, df::so
 }  // namespace
 
 TEST_CASE("the mock cluster runs in a helper process that a kafka source reads from") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
   mock_cluster_process cluster({"1", "in:2"});
   REQUIRE(!cluster.bootstrap().empty());
   std::vector<std::string> values;
