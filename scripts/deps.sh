@@ -25,6 +25,8 @@ SLUICE_PACKAGES=(
   # promtool (in Debian's prometheus package): the metrics endpoint's tests check the scraped text
   # with `promtool check metrics` (optional: without it that check is skipped)
   prometheus
+  # the NATS JetStream connectors' tests (issue 16) run a real nats-server (optional: skipped without)
+  nats-server
   # the status page's test loads the page in headless Chromium and asserts on its DOM (optional:
   # without it that test is skipped); fonts so the saved screenshot has readable text
   chromium fonts-dejavu-core
@@ -33,6 +35,12 @@ SLUICE_PACKAGES=(
   clang-14 libclang-rt-14-dev llvm-14
   # `sluice bench <name> --plot FILE.png` (issue 14) draws its figures with gnuplot
   gnuplot-nox
+  # the PostgreSQL sink (issue 16): libpq to build against, and a PostgreSQL 15 server its tests
+  # start (optional for the tests: without it they are skipped)
+  libpq-dev postgresql-15
+  # the kafka connectors (issue 16): librdkafka, whose built-in mock cluster the tests run against
+  # (Debian 12 packages no Kafka broker)
+  librdkafka-dev
 )
 
 sluice_deps_packages() {

@@ -30,6 +30,9 @@
 //   descriptor closed with close(2) directly (io/ does, after cancelling its waits) leaves epoll by
 //   itself; its number's next owner is registered afresh (a MOD that fails with ENOENT becomes an
 //   ADD), since a cancel leaves its descriptor's registration marked as not armed.
+// - A poll op (op_code::poll) waits like a socket op, in `in` when it asks for input only and in
+//   `out` otherwise (the registration then asks for input too); its result is poll(2)'s revents.
+//   It shares the descriptor's one registration with the fd's other ops.
 // - MSG_WAITALL is not emulated: a recv returns what has arrived, as a short read.
 
 #include <sluice/runtime/admission.hpp>
@@ -91,13 +94,25 @@ bool uses_fd_itself(op_code code) noexcept {
     case op_code::connect:
     case op_code::send:
     case op_code::recv:
+    case op_code::poll:
     case op_code::shutdown: return true;
     default: return false;
   }
 }
 
 bool reads(const io_op& op) noexcept {
-  return op.code == op_code::accept || op.code == op_code::recv || op.code == op_code::read;
+  return op.code == op_code::accept || op.code == op_code::recv || op.code == op_code::read ||
+         (op.code == op_code::poll && (op.flags & POLLOUT) == 0);
+}
+
+// A poll op's events right now: its revents, nullopt when none, or -EBADF.
+std::optional<std::int32_t> poll_events_now(const io_op& op) noexcept {
+  pollfd p{op.fd, static_cast<short>(op.flags), 0};
+  const int rc = ::poll(&p, 1, 0);
+  if (rc < 0) return -errno;
+  if (rc == 0) return std::nullopt;
+  if ((p.revents & POLLNVAL) != 0) return -EBADF;
+  return p.revents;
 }
 
 // A nonblocking poll of one descriptor: ready, not ready (nullopt), or -EBADF.
@@ -221,6 +236,7 @@ class epoll_backend final : public io_backend {
       case op_code::send:
       case op_code::recv: try_or_wait(op, op_state::wait_socket); return;
       case op_code::connect: start_connect(op); return;
+      case op_code::poll: try_or_wait(op, op_state::wait_socket); return;
       case op_code::read:
       case op_code::write: {
         struct stat st {};
@@ -281,6 +297,7 @@ class epoll_backend final : public io_backend {
               break;
             }
             case op_code::connect: return start_connect_call(op);
+            case op_code::poll: return poll_events_now(op);
             case op_code::send:
             case op_code::write:
               rc = syscall_result(::send(op.fd, op.buf, op.len, static_cast<int>(op.flags) | MSG_DONTWAIT));
@@ -332,6 +349,10 @@ class epoll_backend final : public io_backend {
     std::uint32_t want = 0;
     if (!w.in.empty()) want |= EPOLLIN;
     if (!w.out.empty()) want |= EPOLLOUT;
+    // A poll op for both directions waits in `out` (reads() is false for it): ask for input too.
+    w.out.for_each([&](const io_op& op) {
+      if (op.code == op_code::poll && (op.flags & POLLIN) != 0) want |= EPOLLIN;
+    });
     if (want == 0 || (w.armed && w.armed_events == want)) return;
     epoll_event ev{};
     ev.events = want | EPOLLONESHOT;

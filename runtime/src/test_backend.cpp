@@ -123,6 +123,13 @@ std::int32_t test_backend::run_syscall(io_op& op, std::uint32_t len) {
     case op_code::recv: return result(::recv(op.fd, op.buf, len, static_cast<int>(op.flags) | MSG_DONTWAIT));
     case op_code::shutdown: return result(::shutdown(op.fd, static_cast<int>(op.flags)));
     case op_code::timeout: return -ETIME;
+    case op_code::poll: {
+      pollfd p{op.fd, static_cast<short>(op.flags), 0};
+      const int rc = ::poll(&p, 1, 0);
+      if (rc < 0) return -errno;
+      if ((p.revents & POLLNVAL) != 0) return -EBADF;
+      return p.revents;
+    }
     case op_code::cancel: return -EINVAL;
     case op_code::mkdirat: return result(::mkdirat(op.fd, op.path, static_cast<mode_t>(op.mode)));
     case op_code::unlinkat: return result(::unlinkat(op.fd, op.path, static_cast<int>(op.flags)));
@@ -143,6 +150,7 @@ bool test_backend::is_ready(const io_op& op) const {
       break;
     case op_code::read: events = POLLIN; break;
     case op_code::send: events = POLLOUT; break;
+    case op_code::poll: events = static_cast<short>(op.flags); break;
     case op_code::timeout: return false;
     default: return true;
   }
@@ -185,6 +193,7 @@ bool test_backend::auto_step(bool may_block) {
     std::vector<pollfd> fds;
     for (io_op* op : pending_) {
       short events = op->code == op_code::send ? POLLOUT : POLLIN;
+      if (op->code == op_code::poll) events = static_cast<short>(op->flags);
       fds.push_back(pollfd{op->fd, events, 0});
     }
     if (fds.empty()) return false;

@@ -63,6 +63,7 @@ const char* to_string(op_code code) noexcept {
     case op_code::mkdirat: return "mkdir";
     case op_code::unlinkat: return "unlink";
     case op_code::statx: return "stat";
+    case op_code::poll: return "poll";
   }
   return "unknown";
 }
@@ -212,6 +213,7 @@ class uring_backend final : public io_backend {
       case op_code::cancel: io_uring_prep_cancel(sqe, op.target, 0); break;
       case op_code::mkdirat: io_uring_prep_mkdirat(sqe, op.fd, op.path, op.mode); break;
       case op_code::unlinkat: io_uring_prep_unlinkat(sqe, op.fd, op.path, static_cast<int>(op.flags)); break;
+      case op_code::poll: io_uring_prep_poll_add(sqe, op.fd, op.flags); break;
       case op_code::statx:
         io_uring_prep_statx(sqe, op.fd, op.path, static_cast<int>(op.flags), op.mode, static_cast<struct statx*>(op.buf));
         break;

@@ -211,6 +211,7 @@ std::int32_t world::perform(io_op& op) {
       return disk_.rename(from, to);
     }
     case op_code::statx: return perform_statx(op);
+    case op_code::poll: return -EOPNOTSUPP;  // readiness waits (io::wait_fd) are not simulated
     case op_code::connect: {
       descriptor* d = find(op.fd);
       if (d == nullptr) return -EBADF;

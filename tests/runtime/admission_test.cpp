@@ -134,6 +134,7 @@ TEST_CASE("waits may hold all of a ring but an eighth of it, and at least one pl
   CHECK(class_of(op_of(op_code::recv)) == op_class::wait);
   CHECK(class_of(op_of(op_code::accept)) == op_class::wait);
   CHECK(class_of(op_of(op_code::connect)) == op_class::wait);
+  CHECK(class_of(op_of(op_code::poll)) == op_class::wait);  // a readiness wait (io::wait_fd): a peer decides when it ends
   CHECK(class_of(op_of(op_code::timeout)) == op_class::timer);
   for (op_code c : {op_code::write, op_code::read, op_code::fsync, op_code::fdatasync, op_code::send, op_code::close,
                     op_code::openat, op_code::renameat, op_code::statx, op_code::unlinkat}) {

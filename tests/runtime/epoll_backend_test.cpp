@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <poll.h>
+
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -546,4 +548,44 @@ TEST_CASE("on epoll, a descriptor closed directly after a cancel and its number 
   REQUIRE_FALSE(d.done(again));
   REQUIRE(::write(second.fds[1 - reused], "ok", 2) == 2);
   CHECK(d.wait(again) == 2);
+}
+
+TEST_CASE("on epoll, a poll op shares its descriptor with a recv, ends with its revents, and a cancelled one ends -ECANCELED before its cancel",
+          "[epoll][poll]") {
+  driver d;
+  fd_pair p;
+  socket_pair(p);
+  // Writable at once, whatever else waits on the descriptor.
+  io_op& writable = d.make(op_code::poll, p.fds[0]);
+  writable.flags = POLLIN | POLLOUT;
+  REQUIRE((d.run(writable) & POLLOUT) != 0);
+  // A poll for input and a recv wait together; one write ends both.
+  char buf[8];
+  io_op& readable = d.make(op_code::poll, p.fds[0]);
+  readable.flags = POLLIN;
+  d.submit(readable);
+  io_op& recv = d.submit(data_op(d, op_code::recv, p.fds[0], buf, sizeof buf, MSG_PEEK));
+  d.settle();
+  REQUIRE_FALSE(d.done(readable));
+  REQUIRE_FALSE(d.done(recv));
+  REQUIRE(::write(p.fds[1], "x", 1) == 1);
+  REQUIRE((d.wait(readable) & POLLIN) != 0);
+  REQUIRE(d.wait(recv) == 1);
+  REQUIRE(::recv(p.fds[0], buf, sizeof buf, 0) == 1);
+  // Cancelled while waiting.
+  io_op& waiting = d.make(op_code::poll, p.fds[0]);
+  waiting.flags = POLLIN;
+  d.submit(waiting);
+  d.settle();
+  REQUIRE_FALSE(d.done(waiting));
+  io_op& cancel = d.submit(d.cancel_of(waiting));
+  REQUIRE(d.wait(cancel) == 0);
+  CHECK(waiting.result == -ECANCELED);
+  CHECK(d.position(waiting) < d.position(cancel));
+  // The peer hangs up: POLLHUP, whatever was asked.
+  p.close(1);
+  io_op& hup = d.make(op_code::poll, p.fds[0]);
+  hup.flags = POLLIN;
+  REQUIRE((d.run(hup) & POLLHUP) != 0);
+  CHECK(d.backend->outstanding() == 0);
 }

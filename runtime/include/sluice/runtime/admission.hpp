@@ -52,6 +52,7 @@ constexpr op_class class_of(const io_op& op) noexcept {
   switch (op.code) {
     case op_code::timeout: return op_class::timer;
     case op_code::recv:
+    case op_code::poll:
     case op_code::accept:
     case op_code::connect: return op_class::wait;
     default: return op_class::prompt;

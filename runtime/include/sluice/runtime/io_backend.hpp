@@ -49,8 +49,10 @@ enum class op_code : std::uint8_t {
   unlinkat,   // fd (dir), path, flags (AT_REMOVEDIR for a directory)
   statx,      // fd (dir, or the file itself with path "" and AT_EMPTY_PATH), path, flags (AT_*),
               // mode (the STATX_* mask), buf (struct statx*)
+  poll,       // fd, flags (POLLIN/POLLOUT/... events): one shot; completes with the revents (> 0,
+              // POLLERR/POLLHUP included whatever was asked) once the fd is ready. A wait.
 };
-inline constexpr int op_code_count = static_cast<int>(op_code::statx) + 1;
+inline constexpr int op_code_count = static_cast<int>(op_code::poll) + 1;
 
 const char* to_string(op_code code) noexcept;
 
