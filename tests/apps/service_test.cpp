@@ -85,7 +85,9 @@ struct service_fixture {
   }
   std::vector<std::string> args() const {
     return {"wordcount", "--input", input, "--output", output, "--window-lines", "1000", "--checkpoint-dir", chk,
-            "--checkpoint-interval-ms", "100"};
+            "--checkpoint-interval-ms", "100",
+            // Still running when the test sends SIGTERM: the job alone takes about a second here.
+            "--slow-sink-us", "20"};
   }
 };
 

@@ -405,7 +405,9 @@ TEST_CASE("a lost TCP peer fails the job naming the task and the cause", "[dataf
   for (;; lines *= 2) {
     write_corpus_file(dir.file("input.txt"), lines, 31);
     failed = run_and_cut(dir, dialed_side);
-    if (failed.cut) break;
+    // A cut that came after the last records had crossed (the combiner makes the job quick) ends
+    // nothing: the job succeeds, and the next round takes twice the input.
+    if (failed.cut && failed.result.exit_code != 0) break;
     INFO(failed.result.message);
     REQUIRE(failed.result.exit_code == 0);
     REQUIRE(lines < 2'000'000);
