@@ -99,6 +99,7 @@ TEST_CASE("kafka throughput on the mock cluster, beside plain librdkafka loops",
   std::size_t got = plain_consume(cluster.bootstrap(), "plain", 4, n);
   double plain_consume_rate = per_second(got, t0);
   std::printf("plain consumer read %zu of %zu\n", got, n);
+  CHECK(got == n);  // a rate over fewer records than produced would be no rate
 
   rt::engine_options eo;
   eo.executors = 1;
@@ -119,6 +120,7 @@ TEST_CASE("kafka throughput on the mock cluster, beside plain librdkafka loops",
   double source_rate = per_second(read, t0);
   eng.block_on(src->close());
   std::printf("source read %zu of %zu\n", read, n);
+  CHECK(read == n);  // bounded at the high watermarks: every record produced, once
 
   std::printf("kafka mock cluster, %zu records of 100 bytes, 4 partitions:\n", n);
   std::printf("  plain producer loop (produce + flush):     %10.0f records/s\n", plain_produce);
