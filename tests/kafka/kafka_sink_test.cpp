@@ -19,13 +19,6 @@ using namespace sluice::kafka::test;
 
 namespace {
 
-rt::engine_options one_executor() {
-  rt::engine_options o;
-  o.executors = 1;
-  o.handle_signals = false;
-  return o;
-}
-
 // Kafka protocol API keys (rdkafka_protocol.h is not installed).
 constexpr std::int16_t api_produce = 0;
 constexpr std::int16_t api_add_partitions_to_txn = 24;

@@ -19,13 +19,6 @@ using namespace sluice::kafka::test;
 
 namespace {
 
-rt::engine_options one_executor() {
-  rt::engine_options o;
-  o.executors = 1;
-  o.handle_signals = false;
-  return o;
-}
-
 // Reads until `stop_after` records were emitted (or end); returns the status of the last read.
 rt::task<df::read_status> drain(df::source_connector<std::string>* src, df::source_output<std::string>* out,
                                 std::size_t stop_after) {

@@ -101,10 +101,7 @@ TEST_CASE("kafka throughput on the mock cluster, beside plain librdkafka loops",
   std::printf("plain consumer read %zu of %zu\n", got, n);
   CHECK(got == n);  // a rate over fewer records than produced would be no rate
 
-  rt::engine_options eo;
-  eo.executors = 1;
-  eo.handle_signals = false;
-  rt::engine eng(eo);
+  rt::engine eng(one_executor());
   auto sink = sk::make_kafka_sink({.brokers = cluster.bootstrap(), .topic = "sink"}, context("bench", 0, 1));
   t0 = clock_type::now();
   eng.block_on(sink_run(sink.get(), n));

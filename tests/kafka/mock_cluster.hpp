@@ -5,12 +5,21 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #include <sluice/dataflow/connector.hpp>
+#include <sluice/runtime/engine.hpp>
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace sluice::kafka::test {
+
+// The engine a test drives a connector on: one executor, signals left alone.
+inline runtime::engine_options one_executor() {
+  runtime::engine_options o;
+  o.executors = 1;
+  o.handle_signals = false;
+  return o;
+}
 
 class mock_cluster {
  public:
