@@ -51,6 +51,20 @@ trap finish EXIT
 
 say() { echo; echo "==> [$((SECONDS - start))s] $*"; }
 count_tests() { ctest --test-dir "$1" -N | sed -n 's/^Total Tests: //p'; }
+# run_ctest <build dir> [ctest options]: the suite; when a test fails, a short account of each
+# failure (scripts/ctest-failures.sh) closes the output, where a truncated log still shows it.
+run_ctest() {
+  local dir=$1
+  shift
+  local rc=0
+  ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs" "$@" || rc=$?
+  if ((rc != 0)); then
+    echo
+    echo "==> the failed tests, in short:"
+    "$repo/scripts/ctest-failures.sh" "$dir" || true
+  fi
+  return "$rc"
+}
 
 step="dependencies"
 say "checking dependencies"
@@ -69,13 +83,13 @@ cmake --build "$release" -j "$jobs"
 
 step="release tests"
 say "running tests (Release, -j$jobs)"
-ctest --test-dir "$release" --output-on-failure --no-tests=error -j "$jobs"
+run_ctest "$release"
 release_tests=$(count_tests "$release")
 # The second I/O backend (docs/design.md: the epoll fallback where io_uring is unavailable): the
 # whole suite again, every executor on epoll.
 step="release tests on epoll"
 say "running tests (Release, SLUICE_BACKEND=epoll, -j$jobs)"
-SLUICE_BACKEND=epoll ctest --test-dir "$release" --output-on-failure --no-tests=error -j "$jobs"
+SLUICE_BACKEND=epoll run_ctest "$release"
 
 # ---- 2. installed package, used by a consumer project ----------------------
 step="install consumer"
@@ -126,11 +140,11 @@ sanitized_suite() {
 
   step="$label tests"
   say "running tests under $name (-j$jobs)"
-  ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs"
+  run_ctest "$dir"
   if [[ "${epoll_too:-0}" == 1 ]]; then
     step="$label tests on epoll"
     say "running tests under $name on the epoll backend (SLUICE_BACKEND=epoll, -j$jobs)"
-    SLUICE_BACKEND=epoll ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$jobs"
+    SLUICE_BACKEND=epoll run_ctest "$dir"
   fi
 }
 

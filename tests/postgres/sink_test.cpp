@@ -184,7 +184,9 @@ TEST_CASE("a server gone mid-commit gives a clear error, and a recover after its
   REQUIRE(failed.error().message().find(dir.path()) != std::string::npos);
   pg.start();
   auto again = make_sink(pg, "events", {});
-  ok(sync_wait(recover(again.get(), state)));
+  const auto recovered = sync_wait(recover(again.get(), state));
+  INFO("postgres log:\n" << pg.log_tail());
+  ok(recovered);
   ok(sync_wait(recover(again.get(), state)));
   REQUIRE(count_of(pg, "SELECT count(*) FROM events") == 5000);
 }
