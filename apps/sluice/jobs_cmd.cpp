@@ -1,5 +1,6 @@
 #include "jobs_cmd.hpp"
 #include "cli_options.hpp"
+#include "connector_urls.hpp"
 #include "progress.hpp"
 #include "progress_sampler.hpp"
 #include "service_notify.hpp"
@@ -156,8 +157,26 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what, 
 }  // namespace
 
 void add_wordcount_options(CLI::App& command, wordcount_cli& o) {
-  command.add_option("--input", o.input, "Text file to count the words of")->required()->check(CLI::ExistingFile);
-  command.add_option("--output", o.output, "Directory for the published output files ('word count' lines)")->required();
+  command
+      .add_option("--input", o.input,
+                  "What to count the words of: a text file (PATH or file:///PATH), a JetStream stream "
+                  "(nats://HOST:PORT/STREAM, a message a line) or a Kafka topic (kafka://BROKERS/TOPIC)")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (is_connector_url(v)) return {};  // parse_lines_input says what is wrong with one
+            return CLI::ExistingFile(v.rfind("file://", 0) == 0 ? v.substr(7) : v);
+          },
+          "FILE|URL"));
+  command
+      .add_option("--output", o.output,
+                  "Where the counts go: a directory for the published output files ('word count' lines), "
+                  "nats://HOST:PORT/SUBJECT or kafka://BROKERS/TOPIC (a message a line), or a table: "
+                  "postgresql://USER@HOST:PORT/DB?table=T (made if missing: word text primary key, count bigint)")
+      ->required();
+  command.add_flag("--bounded", o.bounded,
+                   "A stream input ends where the stream ended when the job first started (a resumed job stops "
+                   "at the same place)");
   add_number_option(command, "--window-lines", o.window_lines,
                     "Count per tumbling window of N input lines ('window_start word count' lines); 0: totals", 0,
                     limits::max_lines);
@@ -182,8 +201,12 @@ int run_sample(const char* what, const job_cli_options& o, const std::function<v
 
 int run_wordcount(const wordcount_cli& o) {
   return run_sample("wordcount", o.job, [&o](dataflow::job_builder& job) {
-    dataflow::build_wordcount(job, {o.input, o.output, o.job.parallelism, o.window_lines,
-                                     std::chrono::microseconds(o.slow_sink_us)});
+    dataflow::wordcount_options options;
+    options.parallelism = o.job.parallelism;
+    options.window_lines = o.window_lines;
+    options.slow_sink = std::chrono::microseconds(o.slow_sink_us);
+    set_wordcount_io(options, o.input, o.output, o.bounded);
+    dataflow::build_wordcount(job, options);
   });
 }
 
@@ -193,7 +216,8 @@ void add_join_options(CLI::App& command, join_cli& o) {
       ->check(CLI::ExistingFile);
   command.add_option("--right", o.right, "Right input, like --left")->required()->check(CLI::ExistingFile);
   command.add_option("--output", o.output,
-                     "Directory for the published output files ('window_start key left_payload right_payload' lines)")
+                     "Directory for the published output files ('window_start key left_payload right_payload' "
+                     "lines), or nats://HOST:PORT/SUBJECT or kafka://BROKERS/TOPIC (a message a line)")
       ->required();
   add_required_number_option(command, "--window-ms", o.window_ms, "Tumbling window size in milliseconds", 1,
                              limits::max_span_ms);
@@ -203,8 +227,10 @@ void add_join_options(CLI::App& command, join_cli& o) {
 
 int run_join(const join_cli& o) {
   return run_sample("join", o.job, [&o](dataflow::job_builder& job) {
-    dataflow::build_join(job, {o.left, o.right, o.output, o.job.parallelism, o.window_ms,
-                               std::chrono::microseconds(o.slow_sink_us)});
+    dataflow::join_options options{o.left, o.right, "", o.job.parallelism, o.window_ms,
+                                   std::chrono::microseconds(o.slow_sink_us), std::nullopt};
+    set_join_output(options, o.output);
+    dataflow::build_join(job, options);
   });
 }
 

@@ -34,6 +34,7 @@ struct wordcount_cli {
   std::string output;
   std::uint64_t window_lines = 0;
   std::uint64_t slow_sink_us = 0;
+  bool bounded = false;
   job_cli_options job;
 };
 

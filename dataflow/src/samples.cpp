@@ -10,42 +10,79 @@
 namespace sluice::dataflow {
 
 namespace {
-using counted_word = std::pair<std::string, std::uint64_t>;
 using windowed_word = std::pair<std::uint64_t, std::string>;  // (line index, word)
 }  // namespace
 
+namespace {
+
+std::string line_of(const counted_word& c) { return c.first + " " + std::to_string(c.second); }
+std::string line_of(const windowed_count& c) {
+  return std::to_string(std::get<0>(c)) + " " + std::get<1>(c) + " " + std::to_string(std::get<2>(c));
+}
+
+// The output: the typed sink when given, else lines into the line sink or the output directory.
+template <class T>
+void write_output(const stream<T>& out, const std::optional<sink_spec<T>>& typed,
+                  const std::optional<sink_spec<std::string>>& lines, const std::string& dir, sink_options options) {
+  if (typed) {
+    out.template write_to<T>(*typed, nullptr, options);
+  } else {
+    out.template write_to<std::string>(lines ? *lines : file_lines_sink_spec(dir),
+                                       [](const T& c) { return line_of(c); }, options);
+  }
+}
+
+}  // namespace
+
 void build_wordcount(job_builder& job, const wordcount_options& o) {
-  if (o.input.empty() || o.output_dir.empty()) throw std::invalid_argument("wordcount: --input and --output are required");
+  const int sinks = int(o.line_sink.has_value()) + int(o.totals_sink.has_value()) + int(o.windows_sink.has_value());
+  if ((o.input.empty() && !o.source) || (o.output_dir.empty() && sinks == 0)) {
+    throw std::invalid_argument("wordcount: --input and --output are required");
+  }
+  if (sinks > 1) throw std::invalid_argument("wordcount: one output at most");
   if (o.parallelism == 0) throw std::invalid_argument("wordcount: --parallelism must be at least 1");
+  if (o.window_lines == 0 && o.windows_sink) {
+    throw std::invalid_argument("wordcount: this output takes windows (--window-lines N), not totals");
+  }
+  if (o.window_lines != 0 && o.totals_sink) {
+    throw std::invalid_argument("wordcount: this output takes totals, not windows (--window-lines 0)");
+  }
+  const sink_options sink{o.slow_sink};
   if (o.window_lines == 0) {
-    job.read_lines("read", o.input, o.parallelism)
-        .flat_map<std::string>([](const std::string& line, emitter<std::string>& out) {
-          for_each_word(line, [&](std::string_view w) { out.emit(std::string(w)); });
-        })
-        .key_by<std::string>([](const std::string& w) { return w; })
-        // Each reader counts its words locally; (word, partial count) pairs cross the exchange.
-        .combine<std::uint64_t>([](std::uint64_t& n, const std::string&) { ++n; })
-        .aggregate<std::uint64_t, counted_word>(
-            "count", o.parallelism, [](std::uint64_t& n, const counted_word& partial) { n += partial.second; },
-            [](const std::string& w, const std::uint64_t& n) { return counted_word(w, n); })
-        .write_lines(o.output_dir, [](const counted_word& c) { return c.first + " " + std::to_string(c.second); },
-                     sink_options{o.slow_sink});
+    auto lines = o.source ? job.read_from<std::string>("read", o.parallelism, *o.source)
+                          : job.read_lines("read", o.input, o.parallelism);
+    auto counts =
+        lines
+            .flat_map<std::string>([](const std::string& line, emitter<std::string>& out) {
+              for_each_word(line, [&](std::string_view w) { out.emit(std::string(w)); });
+            })
+            .key_by<std::string>([](const std::string& w) { return w; })
+            // Each reader counts its words locally; (word, partial count) pairs cross the exchange.
+            .combine<std::uint64_t>([](std::uint64_t& n, const std::string&) { ++n; })
+            .aggregate<std::uint64_t, counted_word>(
+                "count", o.parallelism, [](std::uint64_t& n, const counted_word& partial) { n += partial.second; },
+                [](const std::string& w, const std::uint64_t& n) { return counted_word(w, n); });
+    write_output(counts, o.totals_sink, o.line_sink, o.output_dir, sink);
     return;
   }
+  if (o.source) {
+    throw std::invalid_argument("wordcount: windows of --window-lines count a file's line numbers; read " + o.input +
+                                " with --window-lines 0 (totals)");
+  }
   const std::uint64_t size = o.window_lines;
-  using window_count = std::tuple<std::uint64_t, std::string, std::uint64_t>;
-  job.read_indexed_lines("read", o.input)
-      .flat_map<windowed_word>([](const std::pair<std::uint64_t, std::string>& line, emitter<windowed_word>& out) {
-        for_each_word(line.second, [&](std::string_view w) { out.emit(windowed_word(line.first, std::string(w))); });
-      })
-      .key_by<std::string>([](const windowed_word& w) { return w.second; })
-      .window<std::uint64_t, window_count>(
-          "count", o.parallelism, size, [](const windowed_word& w) { return w.first; },
-          [](std::uint64_t& n, const windowed_word&) { ++n; },
-          [](std::uint64_t start, const std::string& w, const std::uint64_t& n) { return window_count(start, w, n); })
-      .write_lines(o.output_dir, [](const window_count& c) {
-        return std::to_string(std::get<0>(c)) + " " + std::get<1>(c) + " " + std::to_string(std::get<2>(c));
-      }, sink_options{o.slow_sink});
+  auto counts =
+      job.read_indexed_lines("read", o.input)
+          .flat_map<windowed_word>([](const std::pair<std::uint64_t, std::string>& line, emitter<windowed_word>& out) {
+            for_each_word(line.second, [&](std::string_view w) { out.emit(windowed_word(line.first, std::string(w))); });
+          })
+          .key_by<std::string>([](const windowed_word& w) { return w.second; })
+          .window<std::uint64_t, windowed_count>(
+              "count", o.parallelism, size, [](const windowed_word& w) { return w.first; },
+              [](std::uint64_t& n, const windowed_word&) { ++n; },
+              [](std::uint64_t start, const std::string& w, const std::uint64_t& n) {
+                return windowed_count(start, w, n);
+              });
+  write_output(counts, o.windows_sink, o.line_sink, o.output_dir, sink);
 }
 
 join_row parse_join_row(std::string_view line) {
@@ -66,7 +103,7 @@ join_row parse_join_row(std::string_view line) {
 }
 
 void build_join(job_builder& job, const join_options& o) {
-  if (o.left.empty() || o.right.empty() || o.output_dir.empty()) {
+  if (o.left.empty() || o.right.empty() || (o.output_dir.empty() && !o.line_sink)) {
     throw std::invalid_argument("join: --left, --right and --output are required");
   }
   if (o.parallelism == 0) throw std::invalid_argument("join: --parallelism must be at least 1");
@@ -92,7 +129,8 @@ void build_join(job_builder& job, const join_options& o) {
             out.append(" ").append(key).append(" ").append(std::get<2>(l)).append(" ").append(std::get<2>(r));
             return out;
           })
-      .write_lines(o.output_dir, [](const std::string& line) { return line; }, sink_options{o.slow_sink});
+      .write_to<std::string>(o.line_sink ? *o.line_sink : file_lines_sink_spec(o.output_dir),
+                             [](const std::string& line) { return line; }, sink_options{o.slow_sink});
 }
 
 }  // namespace sluice::dataflow

@@ -3,6 +3,7 @@
 #include <sluice/postgres/sink.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -98,6 +99,10 @@ runtime::task<io::result<void>> row_sink::ensure_connected() {
       "PRIMARY KEY (job, task))";
   auto made = co_await conn_.exec(ddl);
   if (!made.ok()) made = co_await conn_.exec(ddl);
+  if (made.ok() && !spec_.create.empty()) {
+    made = co_await conn_.exec(spec_.create);
+    if (!made.ok()) made = co_await conn_.exec(spec_.create);
+  }
   if (!made.ok()) {
     conn_.close();
     co_return made.error();
@@ -239,6 +244,20 @@ parsed_url parse_url(const std::string& url) {
     }
   }
   if (out.table.empty()) throw std::invalid_argument("postgresql url '" + url + "': no table=NAME parameter");
+  // The name goes into SQL text unquoted: only plain identifiers (folded to lower case by the server,
+  // as unquoted names are), optionally schema-qualified.
+  const auto plain = [](std::string_view part) {
+    if (part.empty() || part.size() > 63 || std::isdigit(static_cast<unsigned char>(part.front()))) return false;
+    return std::all_of(part.begin(), part.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  };
+  const std::size_t dot = out.table.find('.');
+  const bool ok = dot == std::string::npos ? plain(out.table)
+                                           : plain(std::string_view(out.table).substr(0, dot)) &&
+                                                 plain(std::string_view(out.table).substr(dot + 1));
+  if (!ok) {
+    throw std::invalid_argument("postgresql url '" + url + "': table=" + out.table +
+                                " is not a plain name (letters, digits and _, not starting with a digit; SCHEMA.TABLE)");
+  }
   const std::size_t slash = base.find('/', scheme.size());
   if (slash != std::string::npos && slash + 1 < base.size()) out.database = base.substr(slash + 1);
   if (out.database.empty()) throw std::invalid_argument("postgresql url '" + url + "': no database name");

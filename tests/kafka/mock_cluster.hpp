@@ -7,6 +7,10 @@
 #include <sluice/dataflow/connector.hpp>
 #include <sluice/runtime/engine.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -169,5 +173,42 @@ inline dataflow::connector_context context(std::string job, std::size_t subtask,
   c.parallelism = parallelism;
   return c;
 }
+
+#ifdef SLUICE_KAFKA_MOCK_CLUSTER_PATH
+// The mock cluster helper process: started with its topics, its bootstrap address read from its
+// first line, SIGKILLed at the end.
+class mock_cluster_process {
+ public:
+  explicit mock_cluster_process(std::vector<std::string> args) {
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      ::close(fds[0]);
+      std::vector<char*> argv{const_cast<char*>(SLUICE_KAFKA_MOCK_CLUSTER_PATH)};
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    char c;
+    while (::read(fds[0], &c, 1) == 1 && c != '\n') bootstrap_ += c;
+    ::close(fds[0]);
+  }
+  ~mock_cluster_process() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  const std::string& bootstrap() const { return bootstrap_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string bootstrap_;
+};
+
+#endif
 
 }  // namespace sluice::kafka::test

@@ -20,40 +20,6 @@ using namespace sluice::kafka::test;
 
 namespace {
 
-// The mock cluster helper process: started with its topics, its bootstrap address read from its
-// first line, SIGKILLed at the end.
-class mock_cluster_process {
- public:
-  explicit mock_cluster_process(std::vector<std::string> args) {
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      ::close(fds[0]);
-      std::vector<char*> argv{const_cast<char*>(SLUICE_KAFKA_MOCK_CLUSTER_PATH)};
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    char c;
-    while (::read(fds[0], &c, 1) == 1 && c != '\n') bootstrap_ += c;
-    ::close(fds[0]);
-  }
-  ~mock_cluster_process() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  const std::string& bootstrap() const { return bootstrap_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string bootstrap_;
-};
-
 rt::task<std::size_t> read_to_end(df::source_connector<std::string>* src, df::source_output<std::string>* out) {
   auto o = co_await src->open();
   if (!o) throw std::runtime_error(o.error().message());

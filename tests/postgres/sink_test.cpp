@@ -112,6 +112,12 @@ TEST_CASE("the postgres url parser takes table= out and names the table and data
                                     [](const word_count&) { return row{}; });
   REQUIRE(spec.identity == std::vector<std::string>{"sink=postgresql", "postgresql.table=counts", "postgresql.database=shop"});
   REQUIRE_THROWS_AS(parse_url("postgresql://h/shop"), std::invalid_argument);
+  // The table name goes into SQL text: plain names only, optionally SCHEMA.TABLE.
+  REQUIRE(parse_url("postgresql://h/shop?table=sales.daily_2").table == "sales.daily_2");
+  for (const char* bad : {"x;drop", "1abc", "a b", "a.b.c", "\"q\"", "a-b", ".t", "s."}) {
+    INFO(bad);
+    REQUIRE_THROWS_AS(parse_url(std::string("postgresql://h/shop?table=") + bad), std::invalid_argument);
+  }
 }
 
 TEST_CASE("a batch committed by commit and again by recover reaches a plain insert table once", "[postgres][sink]") {

@@ -10,22 +10,38 @@
 // every left and right line with equal keys in the same tumbling window of window_ms
 // (window_start = timestamp rounded down to a multiple of window_ms).
 
+#include <sluice/dataflow/connector.hpp>
 #include <sluice/dataflow/job.hpp>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 namespace sluice::dataflow {
 
+// A word's total, and a word's count in the window starting at a line index.
+using counted_word = std::pair<std::string, std::uint64_t>;
+using windowed_count = std::tuple<std::uint64_t, std::string, std::uint64_t>;  // (window_start, word, count)
+
 struct wordcount_options {
-  std::string input;
-  std::string output_dir;
+  std::string input;       // a text file; or, when `source` is given, only what the error messages call it
+  std::string output_dir;  // the output files' directory, unless one of the sinks below is given
   std::size_t parallelism = 2;
   std::uint64_t window_lines = 0;  // 0: totals over the whole input
   std::chrono::microseconds slow_sink{0};  // the least time the sink spends per output line
+  // Another source of lines (a connector: JetStream, Kafka). It must end (be bounded): totals are
+  // written when the input ends. Windows need line numbers: with a source, window_lines must be 0.
+  std::optional<source_spec<std::string>> source;
+  // Other sinks: output lines (as the files have them) into a connector, or the records themselves
+  // (a table: totals as (word, count), windows as (window_start, word, count)).
+  std::optional<sink_spec<std::string>> line_sink;
+  std::optional<sink_spec<counted_word>> totals_sink;
+  std::optional<sink_spec<windowed_count>> windows_sink;
 };
 
 // Adds the word-count stages to `job`. Throws std::invalid_argument for bad options.
@@ -34,10 +50,11 @@ void build_wordcount(job_builder& job, const wordcount_options& options);
 struct join_options {
   std::string left;
   std::string right;
-  std::string output_dir;
+  std::string output_dir;  // unless line_sink is given
   std::size_t parallelism = 2;
   std::uint64_t window_ms = 1000;
   std::chrono::microseconds slow_sink{0};  // the least time the sink spends per output line
+  std::optional<sink_spec<std::string>> line_sink;  // the output lines into a connector instead
 };
 
 // One CSV line of a join input.

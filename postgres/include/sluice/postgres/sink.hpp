@@ -57,6 +57,9 @@ struct table_spec {
   std::string table;
   std::vector<std::string> columns;
   std::vector<std::string> keys;     // a subset of columns; empty: plain INSERT
+  // Run on each new connection before anything else, e.g. "CREATE TABLE IF NOT EXISTS ..." (empty:
+  // the table must exist; a missing one fails the first commit, naming it).
+  std::string create;
 };
 
 // The untyped part of the sink: the connection, the batches, the transactions.
@@ -124,9 +127,10 @@ parsed_url parse_url(const std::string& url);
 // "postgresql.database=DB" (never the password or host).
 template <class T>
 dataflow::sink_spec<T> sink_spec(const std::string& url, std::vector<std::string> columns,
-                                 std::vector<std::string> keys, std::function<row(const T&)> to_row) {
+                                 std::vector<std::string> keys, std::function<row(const T&)> to_row,
+                                 std::string create = {}) {
   parsed_url u = parse_url(url);
-  table_spec spec{u.conninfo, u.table, std::move(columns), std::move(keys)};
+  table_spec spec{u.conninfo, u.table, std::move(columns), std::move(keys), std::move(create)};
   dataflow::sink_spec<T> s;
   s.identity = {"sink=postgresql", "postgresql.table=" + u.table, "postgresql.database=" + u.database};
   s.make = [spec, to_row](const dataflow::connector_context& ctx) -> std::unique_ptr<dataflow::sink_connector<T>> {

@@ -1,0 +1,340 @@
+// The sample jobs on connectors (issue 16), as a user runs them: `sluice wordcount --input
+// nats://... --output postgresql://...` and so on, against real servers the tests start, SIGKILLed
+// at random moments and restarted until done; the result is compared with an independent count.
+// GCC 12 reports a false -Wstringop-overflow inside std::string copies inlined at -O3.
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wrestrict"
+#include "cluster_support.hpp"
+#include "run_sluice.hpp"
+
+#include <sluice/nats/client.hpp>
+#include <sluice/nats/connectors.hpp>
+#include <sluice/nats/jetstream.hpp>
+#include <sluice/runtime/sync_wait.hpp>
+
+#include <kafka/mock_cluster.hpp>
+#include <support/nats_server.hpp>
+#include <support/postgres_server.hpp>
+#include <support/temp_dir.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <libpq-fe.h>
+
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace sluice;
+using namespace sluice::test;
+using namespace std::chrono_literals;
+using runtime::task;
+
+namespace {
+
+// Lines of words from a vocabulary of `words`, and their independent count ("word count" lines).
+struct corpus {
+  std::vector<std::string> lines;
+  std::map<std::string, std::uint64_t> counts;
+  // "window_start word count" lines for tumbling windows of `window` lines.
+  std::vector<std::string> window_lines(std::size_t window) const {
+    std::map<std::pair<std::size_t, std::string>, std::uint64_t> n;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      std::istringstream in(lines[i]);
+      for (std::string w; in >> w;) ++n[{i / window * window, w}];
+    }
+    std::vector<std::string> out;
+    for (const auto& [k, v] : n) out.push_back(std::to_string(k.first) + " " + k.second + " " + std::to_string(v));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  std::vector<std::string> count_lines() const {
+    std::vector<std::string> out;
+    for (const auto& [w, n] : counts) out.push_back(w + " " + std::to_string(n));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+corpus make_corpus(std::size_t lines, std::size_t words, std::uint32_t seed) {
+  corpus c;
+  std::mt19937 random(seed);
+  for (std::size_t i = 0; i < lines; ++i) {
+    std::string line;
+    const std::size_t n = 1 + random() % 8;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (k > 0) line += (random() % 5 == 0) ? "\t " : " ";
+      line += "w" + std::to_string(random() % words);
+    }
+    c.lines.push_back(line);
+  }
+  for (const std::string& line : c.lines) {
+    std::istringstream in(line);
+    for (std::string w; in >> w;) ++c.counts[w];
+  }
+  return c;
+}
+
+// Publishes `lines` into a new JetStream stream `stream` (subject = the stream's name).
+task<void> fill_stream(std::uint16_t port, std::string stream, std::vector<std::string> lines) {
+  auto c = (co_await nats::connection::connect(io::address::loopback_v4(port))).value();
+  std::vector<std::string> subjects;
+  subjects.push_back(stream);
+  (co_await nats::create_stream(*c, stream, std::move(subjects))).value();
+  std::vector<std::shared_ptr<nats::pending_reply>> slots;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    slots.push_back((co_await nats::publish_async(*c, stream, lines[i], "in-" + std::to_string(i))).value());
+    if (slots.size() == 1000) {
+      for (auto& s : slots) (co_await nats::await_ack(*c, s)).value();
+      slots.clear();
+    }
+  }
+  for (auto& s : slots) (co_await nats::await_ack(*c, s)).value();
+  co_await c->close();
+}
+
+struct collected final : dataflow::collector<std::string> {
+  std::vector<std::string> records;
+  void collect(const std::string& r) override { records.push_back(r); }
+  void watermark(std::uint64_t) override {}
+  void end_of_data() override {}
+};
+
+// Every message of stream `stream`, in order (a bounded source read to its end).
+task<std::vector<std::string>> read_stream(std::uint16_t port, std::string stream) {
+  dataflow::connector_context ctx;
+  ctx.job = "reader";
+  auto url = nats::parse_url("nats://127.0.0.1:" + std::to_string(port) + "/" + stream).value();
+  auto source = nats::make_jetstream_source(ctx, url, true);
+  (co_await source->open()).value();
+  collected got;
+  dataflow::source_output<std::string> out(got);
+  for (;;) {
+    auto status = (co_await source->read(out, 1000)).value();
+    if (status == dataflow::read_status::end) break;
+    if (status == dataflow::read_status::idle) co_await source->wait_readable();
+  }
+  co_await source->close();
+  co_return got.records;
+}
+
+std::vector<std::string> sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// The table's rows as lines of its columns (space-separated), sorted.
+std::vector<std::string> table_lines(const postgres_server& pg, const std::string& table,
+                                     const std::string& columns = "word, count") {
+  PGconn* c = PQconnectdb(pg.conninfo().c_str());
+  REQUIRE(PQstatus(c) == CONNECTION_OK);
+  PGresult* r = PQexec(c, ("SELECT " + columns + " FROM " + table).c_str());
+  std::vector<std::string> out;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+    for (int i = 0; i < PQntuples(r); ++i) {
+      std::string line;
+      for (int f = 0; f < PQnfields(r); ++f) line += (f > 0 ? " " : "") + std::string(PQgetvalue(r, i, f));
+      out.push_back(line);
+    }
+  } else {
+    out.push_back(std::string("query failed: ") + PQerrorMessage(c));
+  }
+  PQclear(r);
+  PQfinish(c);
+  return sorted(out);
+}
+
+// Runs the tool with `args` until it exits, SIGKILLing it at a random moment in [from, to) up to
+// `kills` times first. Returns the final exit code; `landed` counts the kills that hit a running job.
+int run_with_kills(const std::vector<std::string>& args, const std::string& log, int kills, std::mt19937& random,
+                   int from_ms, int to_ms, int& landed) {
+  landed = 0;
+  for (int attempt = 0;; ++attempt) {
+    tool_process p(args, log);
+    if (attempt < kills) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(from_ms + static_cast<int>(random() % (to_ms - from_ms))));
+      if (p.running()) {
+        p.kill(SIGKILL);
+        (void)p.wait(10s);
+        ++landed;
+        continue;
+      }
+    }
+    const std::optional<int> code = p.wait(120s);
+    if (!code) return -1000;
+    if (*code != 0 && attempt < kills) continue;  // ended on its own before the kill: look at it below
+    return *code;
+  }
+}
+
+std::vector<std::string> job_args(const std::string& input, const std::string& output, const temp_dir& dir,
+                                  std::vector<std::string> more = {}) {
+  std::vector<std::string> args{"wordcount", "--input", input, "--output", output, "--checkpoint-dir",
+                                dir.file("chk"), "--checkpoint-interval-ms", "40", "--parallelism", "2", "--quiet"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+const std::vector<std::string> windowed{"--window-lines", "250", "--slow-sink-us", "2000", "--checkpoint-mode",
+                                        "unaligned"};
+
+std::string subdir(const temp_dir& dir, const std::string& name) {
+  std::filesystem::create_directories(dir.file(name));
+  return dir.file(name);
+}
+
+std::string nats_at(const nats_server& n, const std::string& name) {
+  return "nats://127.0.0.1:" + std::to_string(n.port()) + "/" + name;
+}
+
+}  // namespace
+
+TEST_CASE("wordcount from a JetStream stream into a PostgreSQL table, SIGKILLed at random moments, equals an independent count") {
+  SLUICE_SKIP_WITHOUT_NATS();
+  SLUICE_SKIP_WITHOUT_POSTGRES();
+  temp_dir dir;
+  nats_server nats(subdir(dir, "nats"));
+  nats.start();
+  temp_dir pg_dir;  // its own: the server runs as the postgres user, who cannot enter `dir`
+  postgres_server pg(pg_dir.path());
+  pg.start();
+  const corpus c = make_corpus(20000, 400, Catch::rngSeed());
+  runtime::sync_wait(fill_stream(nats.port(), "lines", c.lines));
+  std::mt19937 random(Catch::rngSeed());
+  int landed = 0;
+  // The totals come out at the end of the input, 200 per sink task at 2 ms each: kills land while
+  // reading, while the totals are written, and between checkpoints' commits.
+  const int code = run_with_kills(
+      job_args(nats_at(nats, "lines"), pg.url("counts"), dir, {"--bounded", "--slow-sink-us", "5000"}),
+      dir.file("job.log"), 4, random, 50, 900, landed);
+  INFO(read_whole_file(dir.file("job.log")));
+  REQUIRE(code == 0);
+  std::printf("measured: JetStream -> PostgreSQL word count: %d SIGKILLs landed\n", landed);
+  CHECK(table_lines(pg, "counts") == c.count_lines());
+}
+
+TEST_CASE("wordcount from JetStream into JetStream, SIGKILLed at random moments: every count line is published once") {
+  SLUICE_SKIP_WITHOUT_NATS();
+  temp_dir dir;
+  nats_server nats(subdir(dir, "nats"));
+  nats.start();
+  const corpus c = make_corpus(20000, 400, Catch::rngSeed() + 1);
+  runtime::sync_wait(fill_stream(nats.port(), "lines", c.lines));
+  std::mt19937 random(Catch::rngSeed() + 1);
+  int landed = 0;
+  const int code = run_with_kills(
+      job_args(nats_at(nats, "lines"), nats_at(nats, "counts"), dir, {"--bounded", "--slow-sink-us", "5000"}),
+      dir.file("job.log"), 4, random, 50, 900, landed);
+  INFO(read_whole_file(dir.file("job.log")));
+  REQUIRE(code == 0);
+  std::printf("measured: JetStream -> JetStream word count: %d SIGKILLs landed\n", landed);
+  // The sink made the stream `counts` for its subject; no line twice, none missing.
+  CHECK(sorted(runtime::sync_wait(read_stream(nats.port(), "counts"))) == c.count_lines());
+}
+
+TEST_CASE("a stream input without --bounded, or an unknown URL, is refused before anything runs (exit 2)") {
+  temp_dir dir;
+  tool_run unbounded = run_sluice(job_args("nats://127.0.0.1:1/lines", dir.file("out"), dir));
+  CHECK(unbounded.exit_code == 2);
+  CHECK_THAT(unbounded.err, Catch::Contains("--bounded"));
+  tool_run unknown = run_sluice(job_args("ftp://example/x", dir.file("out"), dir));
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("ftp://"));
+  tool_run bad_table = run_sluice(
+      job_args(dir.file("in.txt"), "postgresql://u@/db?host=/tmp&table=x;drop", dir));
+  CHECK(bad_table.exit_code == 2);
+  tool_run windows_of_a_stream =
+      run_sluice(job_args("nats://127.0.0.1:1/lines", dir.file("out"), dir, {"--bounded", "--window-lines", "10"}));
+  CHECK(windows_of_a_stream.exit_code == 2);
+  CHECK_THAT(windows_of_a_stream.err, Catch::Contains("--window-lines"));
+  CHECK(!std::filesystem::exists(dir.file("chk")));
+  CHECK(!std::filesystem::exists(dir.file("out")));
+}
+
+TEST_CASE("a NATS server stopped mid-job: the job fails naming it, and a restart once it is back is exact") {
+  SLUICE_SKIP_WITHOUT_NATS();
+  temp_dir dir;
+  nats_server nats(subdir(dir, "nats"));
+  nats.start();
+  const corpus c = make_corpus(5000, 300, Catch::rngSeed() + 2);
+  {
+    std::ofstream in(dir.file("in.txt"));
+    for (const auto& l : c.lines) in << l << "\n";
+  }
+  // Windows of 250 lines come out as the input is read, slowly (2 ms a line; 20 windows): the
+  // server goes while they are published, between checkpoints (unaligned: they do not wait for
+  // the slow sink).
+  const auto args = job_args(dir.file("in.txt"), nats_at(nats, "counts"), dir, windowed);
+  {
+    tool_process job(args, dir.file("job1.log"));
+    REQUIRE(poll_until([&] { return newest_checkpoint(dir.file("chk")) >= 3; }, 30s));
+    nats.kill();
+    const std::optional<int> code = job.wait(60s);
+    INFO(job.log());
+    REQUIRE(code.has_value());
+    CHECK(*code == 1);
+    CHECK_THAT(job.log(), Catch::Contains("127.0.0.1:" + std::to_string(nats.port())));
+    std::printf("the job's words when its NATS server went:\n%s\n", job.log().c_str());
+  }
+  nats.start();
+  tool_process again(args, dir.file("job2.log"));
+  const std::optional<int> code = again.wait(120s);
+  INFO(again.log());
+  REQUIRE(code == 0);
+  CHECK_THAT(again.log(), Catch::Contains("resumed from checkpoint"));
+  CHECK(sorted(runtime::sync_wait(read_stream(nats.port(), "counts"))) == c.window_lines(250));
+}
+
+TEST_CASE("a PostgreSQL server stopped mid-job: the job fails naming it, and a restart once it is back is exact") {
+  SLUICE_SKIP_WITHOUT_POSTGRES();
+  temp_dir dir;
+  temp_dir pg_dir;  // its own: the server runs as the postgres user, who cannot enter `dir`
+  postgres_server pg(pg_dir.path());
+  pg.start();
+  const corpus c = make_corpus(5000, 300, Catch::rngSeed() + 3);
+  {
+    std::ofstream in(dir.file("in.txt"));
+    for (const auto& l : c.lines) in << l << "\n";
+  }
+  const auto args = job_args(dir.file("in.txt"), pg.url("counts"), dir, windowed);
+  {
+    tool_process job(args, dir.file("job1.log"));
+    REQUIRE(poll_until([&] { return newest_checkpoint(dir.file("chk")) >= 3; }, 30s));
+    pg.stop();
+    const std::optional<int> code = job.wait(60s);
+    INFO(job.log());
+    REQUIRE(code.has_value());
+    CHECK(*code == 1);
+    CHECK_THAT(job.log(), Catch::Contains("postgresql"));
+    std::printf("the job's words when its PostgreSQL server went:\n%s\n", job.log().c_str());
+  }
+  pg.start();
+  tool_process again(args, dir.file("job2.log"));
+  const std::optional<int> code = again.wait(120s);
+  INFO(again.log());
+  REQUIRE(code == 0);
+  CHECK(table_lines(pg, "counts", "window_start, word, count") == c.window_lines(250));
+}
+
+#ifdef SLUICE_KAFKA_MOCK_CLUSTER_PATH
+TEST_CASE("wordcount from a Kafka topic (the mock cluster) into files, SIGKILLed at random moments, equals an independent count") {
+  using sluice::kafka::test::mock_cluster_process;
+  temp_dir dir;
+  mock_cluster_process cluster({"1", "lines:3"});
+  REQUIRE(!cluster.bootstrap().empty());
+  const corpus c = make_corpus(20000, 400, Catch::rngSeed() + 4);
+  sluice::kafka::test::produce(cluster.bootstrap(), "lines", c.lines, [](std::size_t i) { return i % 3; });
+  std::mt19937 random(Catch::rngSeed() + 4);
+  int landed = 0;
+  const int code = run_with_kills(job_args("kafka://" + cluster.bootstrap() + "/lines", dir.file("out"), dir,
+                                           {"--bounded", "--slow-sink-us", "5000"}),
+                                  dir.file("job.log"), 4, random, 50, 900, landed);
+  INFO(read_whole_file(dir.file("job.log")));
+  REQUIRE(code == 0);
+  std::printf("measured: Kafka -> files word count: %d SIGKILLs landed\n", landed);
+  CHECK(published_lines(dir.file("out")) == c.count_lines());
+}
+#endif
