@@ -2,6 +2,8 @@
 // kafka.hpp (the design and the hand-off at the top).
 #include <sluice/kafka/kafka.hpp>
 
+#include "conf.hpp"
+
 #include <sluice/runtime/offload.hpp>
 
 #include <librdkafka/rdkafka.h>
@@ -82,7 +84,7 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
   runtime::task<io::result<void>> recover(std::vector<std::byte> precommitted) override {
     std::vector<batch> batches = decode_batches(precommitted);
     char errstr[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_t* conf = detail::new_conf();
     auto set = [&](const char* k, const std::string& v) {
       return rd_kafka_conf_set(conf, k, v.c_str(), errstr, sizeof errstr) == RD_KAFKA_CONF_OK;
     };
@@ -154,7 +156,7 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
   // On the blocking pool. "" on success.
   std::string read_marker(std::int64_t& marker) {
     char errstr[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_t* conf = detail::new_conf();
     rd_kafka_conf_set(conf, "bootstrap.servers", options_.brokers.c_str(), errstr, sizeof errstr);
     rd_kafka_conf_set(conf, "group.id", marker_group(ctx_).c_str(), errstr, sizeof errstr);
     rd_kafka_conf_set(conf, "enable.auto.commit", "false", errstr, sizeof errstr);

@@ -1,6 +1,8 @@
 // kafka_source: see kafka.hpp (the hand-off at the top).
 #include <sluice/kafka/kafka.hpp>
 
+#include "conf.hpp"
+
 #include <sluice/runtime/io_awaitable.hpp>
 #include <sluice/runtime/offload.hpp>
 
@@ -35,7 +37,7 @@ class kafka_source final : public dataflow::source_connector<std::string> {
   runtime::task<io::result<void>> open() override {
     std::string where = "kafka source '" + options_.topic + "' task " + std::to_string(ctx_.subtask);
     char errstr[512];
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_t* conf = detail::new_conf();
     auto set = [&](const char* k, const std::string& v) {
       return rd_kafka_conf_set(conf, k, v.c_str(), errstr, sizeof errstr) == RD_KAFKA_CONF_OK;
     };

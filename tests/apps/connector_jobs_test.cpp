@@ -21,6 +21,7 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <map>
 #include <random>
 #include <sstream>
@@ -335,6 +336,40 @@ TEST_CASE("wordcount from a Kafka topic (the mock cluster) into files, SIGKILLed
   INFO(read_whole_file(dir.file("job.log")));
   REQUIRE(code == 0);
   std::printf("measured: Kafka -> files word count: %d SIGKILLs landed\n", landed);
+  CHECK(published_lines(dir.file("out")) == c.count_lines());
+}
+
+TEST_CASE("wordcount from a Kafka topic through the mock's injected broker errors, a broker down and a moved leader: exact") {
+  using sluice::kafka::test::mock_cluster_process;
+  temp_dir dir;
+  mock_cluster_process cluster({"3", "lines:3"});
+  REQUIRE(!cluster.bootstrap().empty());
+  const corpus c = make_corpus(20000, 400, Catch::rngSeed() + 5);
+  sluice::kafka::test::produce(cluster.bootstrap(), "lines", c.lines, [](std::size_t i) { return i % 3; });
+  // Retriable errors: Fetch (1) answered NOT_LEADER_FOR_PARTITION (6) and ListOffsets (2, the
+  // bound's watermarks) REQUEST_TIMED_OUT (7) a few times each.
+  REQUIRE(cluster.command("errors 1 30 6") == "ok");
+  REQUIRE(cluster.command("errors 2 3 7") == "ok");
+  std::mt19937 random(Catch::rngSeed() + 5);
+  std::atomic<bool> done{false};
+  std::thread weather([&] {
+    for (int round = 0; !done && round < 3; ++round) {  // three rounds, then calm: the job must end
+      std::this_thread::sleep_for(150ms);
+      (void)cluster.command("down " + std::to_string(1 + round % 3));
+      std::this_thread::sleep_for(250ms);
+      (void)cluster.command("up " + std::to_string(1 + round % 3));
+      (void)cluster.command("leader lines " + std::to_string(round % 3) + " " + std::to_string(1 + (round + 1) % 3));
+    }
+  });
+  int landed = 0;
+  const int code = run_with_kills(job_args("kafka://" + cluster.bootstrap() + "/lines", dir.file("out"), dir,
+                                           {"--bounded", "--slow-sink-us", "5000"}),
+                                  dir.file("job.log"), 2, random, 50, 900, landed);
+  done = true;
+  weather.join();
+  INFO(read_whole_file(dir.file("job.log")));
+  REQUIRE(code == 0);
+  std::printf("measured: Kafka (injected errors, brokers down) -> files word count: %d SIGKILLs landed\n", landed);
   CHECK(published_lines(dir.file("out")) == c.count_lines());
 }
 #endif

@@ -7,6 +7,7 @@
 #include <sluice/dataflow/connector.hpp>
 #include <sluice/runtime/engine.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -175,40 +176,57 @@ inline dataflow::connector_context context(std::string job, std::size_t subtask,
 }
 
 #ifdef SLUICE_KAFKA_MOCK_CLUSTER_PATH
-// The mock cluster helper process: started with its topics, its bootstrap address read from its
-// first line, SIGKILLed at the end.
+// The mock cluster helper process (tests/kafka/mock_cluster_main.cpp): started with its topics, its
+// bootstrap address read from its first line, commanded through its stdin (command()), SIGKILLed at
+// the end.
 class mock_cluster_process {
  public:
   explicit mock_cluster_process(std::vector<std::string> args) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    int out[2], in[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    std::vector<char*> argv{const_cast<char*>(SLUICE_KAFKA_MOCK_CLUSTER_PATH)};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      ::close(fds[0]);
-      std::vector<char*> argv{const_cast<char*>(SLUICE_KAFKA_MOCK_CLUSTER_PATH)};
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
+      ::dup2(out[1], 1);
+      ::dup2(in[0], 0);
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
-    ::close(fds[1]);
-    char c;
-    while (::read(fds[0], &c, 1) == 1 && c != '\n') bootstrap_ += c;
-    ::close(fds[0]);
+    ::close(out[1]);
+    ::close(in[0]);
+    from_ = out[0];
+    to_ = in[1];
+    bootstrap_ = read_line();
   }
   ~mock_cluster_process() {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
+    ::close(from_);
+    ::close(to_);
   }
   const std::string& bootstrap() const { return bootstrap_; }
+  // Sends one command line ("errors 1 20 6", "down 2", "up 2", "leader T P B"); its answer.
+  std::string command(const std::string& line) {
+    const std::string l = line + "\n";
+    if (::write(to_, l.data(), l.size()) != static_cast<ssize_t>(l.size())) return "error: write failed";
+    return read_line();
+  }
 
  private:
+  std::string read_line() {
+    std::string s;
+    char c;
+    while (::read(from_, &c, 1) == 1 && c != '\n') s += c;
+    return s;
+  }
   pid_t pid_ = -1;
+  int from_ = -1;
+  int to_ = -1;
   std::string bootstrap_;
 };
-
 #endif
 
 }  // namespace sluice::kafka::test

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
+#include <cstdint>
 
 int main(int argc, char** argv) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -49,5 +51,29 @@ int main(int argc, char** argv) {
   }
   std::printf("%s\n", rd_kafka_mock_cluster_bootstraps(cluster));
   std::fflush(stdout);
-  for (;;) ::pause();
+  // Commands on stdin, a line each, each answered "ok" or "error: ..." on stdout:
+  //   errors API_KEY COUNT ERR   the next COUNT requests of API_KEY (1: Fetch, 0: Produce) fail with ERR
+  //   down BROKER | up BROKER    the broker stops answering / answers again
+  //   leader TOPIC PARTITION BROKER
+  char line[512];
+  while (std::fgets(line, sizeof line, stdin) != nullptr) {
+    char word[64] = {0}, topic[256] = {0};
+    int a = 0, b = 0, c = 0;
+    bool ok = true;
+    if (std::sscanf(line, "errors %d %d %d", &a, &b, &c) == 3 && b >= 0 && b <= 10000) {
+      std::vector<rd_kafka_resp_err_t> errs(static_cast<std::size_t>(b), static_cast<rd_kafka_resp_err_t>(c));
+      rd_kafka_mock_push_request_errors_array(cluster, static_cast<std::int16_t>(a), errs.size(), errs.data());
+    } else if (std::sscanf(line, "%63s %d", word, &a) == 2 && std::string(word) == "down") {
+      ok = rd_kafka_mock_broker_set_down(cluster, a) == RD_KAFKA_RESP_ERR_NO_ERROR;
+    } else if (std::sscanf(line, "%63s %d", word, &a) == 2 && std::string(word) == "up") {
+      ok = rd_kafka_mock_broker_set_up(cluster, a) == RD_KAFKA_RESP_ERR_NO_ERROR;
+    } else if (std::sscanf(line, "leader %255s %d %d", topic, &a, &b) == 3) {
+      ok = rd_kafka_mock_partition_set_leader(cluster, topic, a, b) == RD_KAFKA_RESP_ERR_NO_ERROR;
+    } else {
+      ok = false;
+    }
+    std::printf(ok ? "ok\n" : "error: %s", ok ? "" : line);
+    std::fflush(stdout);
+  }
+  for (;;) ::pause();  // stdin closed (or never given): stay until killed
 }
