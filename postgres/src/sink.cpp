@@ -176,6 +176,12 @@ runtime::task<io::result<void>> row_sink::apply_in_transaction(batch b) {
   params marker{job_, std::to_string(task_), std::to_string(b.checkpoint)};
   auto begun = co_await conn_.exec(begin_sql);
   if (!begun.ok()) co_return begun.error();
+  // The commit is durable before commit() returns, whatever the server's or role's default: with
+  // synchronous_commit off, a server crash can lose a transaction already reported committed, and
+  // the job, which forgets a committed checkpoint's rows, would never apply them again.
+  const std::string durable_sql = "SET LOCAL synchronous_commit TO on";
+  auto durable = co_await conn_.exec(durable_sql);
+  if (!durable.ok()) co_return durable.error();
   auto marked = co_await conn_.exec(marker_sql, std::move(marker));
   if (!marked.ok()) co_return marked.error();
   if (marked.value().affected == 0) {

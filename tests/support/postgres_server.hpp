@@ -4,7 +4,9 @@
 // postgres run as the `postgres` user (fork, setgid/setuid from getpwnam, PR_SET_PDEATHSIG, exec)
 // in `dir`, which is chowned to it. The server listens only on a Unix socket in `dir`
 // (listen_addresses='', unix_socket_directories=dir; the port only names the socket file), with
-// fsync=off for speed. Its output goes to <dir>/postgres.log, quoted by start()'s errors.
+// fsync=off for speed (a crash of the server, not of the machine, loses nothing committed:
+// synchronous_commit stays on), plus `settings` ("name=value", each as -c). Its output goes to
+// <dir>/postgres.log, quoted by start()'s errors.
 // conninfo() is "host=<dir> port=<port> dbname=postgres user=postgres"; url() the URI form.
 //
 // Blocking calls (fork, waitpid, a blocking libpq probe): for the test's main thread only.
@@ -58,6 +60,8 @@ class postgres_server {
     return "postgresql://postgres@/postgres?host=" + dir_ + "&port=" + std::to_string(port_) + "&table=" + table;
   }
   const std::string& dir() const noexcept { return dir_; }
+  // Server settings for the next start(), "name=value" each.
+  std::vector<std::string> settings;
 
   void start() {
     const passwd* pw = ::getpwnam("postgres");
@@ -73,7 +77,7 @@ class postgres_server {
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("initdb failed: " + log_tail());
     }
     pid_ = launch({bin_dir() + "/postgres", "-D", data, "-k", dir_, "-p", std::to_string(port_), "-c", "listen_addresses=",
-                   "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off"});
+                   "-c", "fsync=off", "-c", "full_page_writes=off"}, settings);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     for (;;) {
       PGconn* c = PQconnectdb(conninfo().c_str());
@@ -122,7 +126,11 @@ class postgres_server {
     pid_ = -1;
   }
 
-  pid_t launch(std::vector<std::string> args) {
+  pid_t launch(std::vector<std::string> args, const std::vector<std::string>& more = {}) {
+    for (const std::string& m : more) {
+      args.push_back("-c");
+      args.push_back(m);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
