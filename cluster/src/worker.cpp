@@ -192,11 +192,14 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
   co_await watching.join();
   link_ = nullptr;
   if (result.exit_code == 0) co_await report_done(a);  // (before left/: the leader reads both)
-  // The leader waits for this key (or a new member key) before the next attempt: retried while
-  // etcd is unreachable, unless the lease is lost (then the member key is new anyway).
+  // The leader waits for this key (or a new member key) before the next attempt, and without a
+  // done/ before it the others end the attempt on it (attempt_link.hpp), the failure's reason in
+  // its value: retried while etcd is unreachable, unless the lease is lost (then the member key
+  // goes, which ends the attempt on the others, and the new one is not listed in it anyway).
   const std::string left = keys_.messages(a.number) + fmt::format("left/{}", options_.index);
+  const std::string why = result.exit_code == 0 ? std::string() : result.message;
   while (!lost_) {
-    io::result<std::int64_t> put = co_await etcd_.put(left, "", lease_);
+    io::result<std::int64_t> put = co_await etcd_.put(left, why, lease_);
     if (put) break;  // (also after the job ended here: the others may still need a next attempt)
     const bool slept = co_await pause(poll_interval);
     if (!slept) break;

@@ -243,6 +243,58 @@ TEST_CASE("cluster: the leader killed the moment it wrote an attempt a follower 
 
 namespace {
 
+// A loopback listener on `port` (what another process holding a worker's data port would be).
+int squat(unsigned port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 4) != 0) return -1;
+  return fd;
+}
+
+}  // namespace
+
+// The hang seen in CI after an etcd outage: a worker's data port could not be bound ("Address
+// already in use") as an attempt started. It failed that attempt before it had any data connection,
+// so nothing broke on the others' side; its F/ was dropped with its unsent messages as the failed
+// attempt stopped, and the others waited for its ready/ forever while it waited for their next
+// attempt. Its left/ (retried until written) now ends the attempt on the others. Forced: worker 2's
+// port is held by this test until its bind has failed.
+TEST_CASE("cluster: a worker whose data port is taken fails its attempt, the others end it too, and the job ends once the port is free") {
+  SLUICE_SKIP_WITHOUT_ETCD();
+  cluster_fixture f(3);
+  const int squatter = squat(f.ports[2]);
+  REQUIRE(squatter >= 0);
+  std::vector<std::unique_ptr<tool_process>> workers;
+  for (unsigned i = 0; i < 3; ++i) {
+    workers.push_back(std::make_unique<tool_process>(f.worker_args("taken", 3, i),
+                                                     f.dir.file("taken-w" + std::to_string(i) + ".log"), std::string(),
+                                                     std::vector<std::string>{"SLUICE_LOG=info"}));
+  }
+  const bool refused = poll_until([&] { return workers[2]->log().find("Address already in use") != std::string::npos; }, 30s);
+  ::close(squatter);
+  INFO("worker 2 log:\n" << workers[2]->log());
+  REQUIRE(refused);
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const std::optional<int> code = workers[i]->wait(60s);
+    INFO("worker " << i << " log:\n" << workers[i]->log());
+    REQUIRE(code.has_value());
+    CHECK(*code == 0);
+  }
+  CHECK(published_lines(f.dir.file("out-taken")) == published_lines(f.reference));
+  // The others ended attempt 1 on worker 2's word, and say why.
+  for (unsigned i : {0u, 1u}) {
+    const std::string log = workers[i]->log();
+    INFO("worker " << i << " log:\n" << log);
+    CHECK((log.find("worker 2 left attempt 1: channels: bind") != std::string::npos ||
+           log.find("worker 2 failed: channels: bind") != std::string::npos));
+  }
+}
+
+namespace {
+
 // The window join's output computed here, by a hash of (window, key): sorted
 // "window_start key left_payload right_payload" lines, every pair.
 std::vector<std::string> hash_join(const std::string& left, const std::string& right, std::uint64_t window) {
