@@ -310,6 +310,23 @@ void attempt_link::on_message(std::string_view suffix, const std::string& value,
     if (who && *who != settings_.worker) end(fmt::format("worker {} failed: {}", *who, value));
     return;
   }
+  if (suffix.rfind("done/", 0) == 0) {
+    if (const auto who = number_at(suffix.substr(5))) done_.insert(*who);
+    return;
+  }
+  // A worker that left this attempt without ending the job in it (no done/ first) is out of it for
+  // good. Its F/ says so too, but a failed worker drops its unsent messages (stop(true)), and a
+  // failure before any data connection (its data port's bind, say) breaks nothing the others see:
+  // they would wait for its ready/ forever, and it for their next attempt. Its left/, retried until
+  // written, is what they are sure to see.
+  if (suffix.rfind("left/", 0) == 0) {
+    const auto who = number_at(suffix.substr(5));
+    if (who && *who != settings_.worker && !done_.contains(*who)) {
+      end(value.empty() ? fmt::format("worker {} left attempt {}", *who, attempt_.number)
+                        : fmt::format("worker {} left attempt {}: {}", *who, attempt_.number, value));
+    }
+    return;
+  }
   if (leader()) {
     if (kind == 'e') {
       if (const auto task = number_at(rest)) count_data_ended(static_cast<ss::task_id>(*task));

@@ -13,6 +13,9 @@
 //   f               leader -> followers: the final checkpoint completed; end your sources
 //   F/<worker>      any -> all: <worker>'s attempt failed (the reason)
 //   ready/<worker>  any -> all: <worker>'s data port listens and serves its partitions
+//   done/<worker>   any -> leader: <worker>'s tasks ended the job (cluster/src/job_end.cpp)
+//   left/<worker>   any -> all: <worker> is out of this attempt (the reason, if it failed); without
+//                   a done/ first, the attempt ends everywhere
 // The leader's coordinator sees the other workers' tasks as remote participants whose calls become
 // t/, c/ and x/ keys (one per checkpoint, whichever task's call comes first); a follower's link
 // turns those keys back into posts to its own tasks, in the order the leader wrote them.
@@ -123,6 +126,7 @@ class attempt_link final : public dataflow::cluster_link, public snapshot::check
   std::vector<snapshot::checkpoint_participant*> local_;
   std::set<snapshot::task_id> data_ended_;
   std::set<std::uint64_t> ready_;  // workers whose ports are up
+  std::set<std::uint64_t> done_;   // workers whose tasks ended the job here (done/, before their left/)
   runtime::event all_ready_;
   snapshot::checkpoint_id triggered_ = 0;  // the newest id sent as t/ (and c/, x/ below)
   std::set<snapshot::checkpoint_id> completed_sent_;

@@ -83,16 +83,30 @@ rt::task<std::optional<attempt_record>> worker_loop::start_attempt() {
           a.newest_allowed = ss::max_checkpoint_id;  // never across workers: resume what the directory holds
         }
         a.first_free_id = next->kvs.empty() ? 1 : std::stoull(next->kvs[0].value);
+        // Fenced by the epoch, and by every member key it lists: one replaced since it was read (a
+        // worker restarted on this host revokes its dead predecessor's lease at once) would leave
+        // the attempt waiting for a worker that never joins it, its key's end unseen by the watch
+        // that starts after this write.
         std::vector<etcd::compare> fence{etcd::compare::create_is(keys_.leader(), etcd::compare::result::equal, epoch_)};
+        for (unsigned w = 0; w < options_.workers; ++w) {
+          fence.push_back(etcd::compare::create_is(keys_.member(w), etcd::compare::result::equal, a.member_revisions[w]));
+        }
         std::vector<etcd::op> write{etcd::op::put(keys_.attempt(), a.encode())};
-        io::result<etcd::txn_response> r = co_await etcd_.txn(std::move(fence), std::move(write));
+        std::vector<etcd::op> otherwise{etcd::op::range(keys_.leader())};
+        io::result<etcd::txn_response> r = co_await etcd_.txn(std::move(fence), std::move(write), std::move(otherwise));
         if (r && r->succeeded) {
           attempt_revision_ = r->revision;
           // The messages of attempts before the previous one (whose left/ and done/ keys this reads).
           if (a.number > 2) (void)co_await etcd_.del_prefix(keys_.messages(a.number - 2));
           co_return a;
         }
-        if (r) co_return std::nullopt;  // fenced: campaign again
+        if (r) {
+          const bool leading = !r->ranges.empty() && !r->ranges[0].empty() && r->ranges[0][0].create_revision == epoch_;
+          if (!leading) co_return std::nullopt;  // fenced: campaign again
+          rt::log::info("cluster: a worker joined again while attempt {} was being written; reading the members again",
+                        a.number);
+          continue;
+        }
       } else if (!logged) {
         if (!missing.empty()) rt::log::info("cluster: waiting for worker(s) {} to join", fmt::join(missing, ", "));
         if (!busy.empty()) {
@@ -128,10 +142,23 @@ rt::task<std::optional<attempt_record>> worker_loop::await_attempt() {
     io::result<etcd::range_response> current = co_await etcd_.get(keys_.attempt());
     if (current && !current->kvs.empty()) {
       std::optional<attempt_record> a = attempt_record::decode(current->kvs[0].value);
-      if (a && a->number > last_attempt_ && a->epoch == epoch_ && options_.index < a->member_revisions.size() &&
-          a->member_revisions[options_.index] == member_revision_ && a->ports.size() == options_.workers) {
+      const bool lists_me = a && a->number > last_attempt_ && options_.index < a->member_revisions.size() &&
+                            a->member_revisions[options_.index] == member_revision_;
+      if (lists_me && a->epoch == epoch_ && a->ports.size() == options_.workers) {
         attempt_revision_ = current->kvs[0].mod_revision;
         co_return a;
+      }
+      // Written by a leader whose epoch ended before this worker took it up (the leader died a
+      // moment after writing it): this worker never runs it, but the next leader waits for every
+      // worker it lists to leave it. Without left/ here, it would wait for this one forever.
+      if (lists_me && a->epoch < epoch_ && passed_over_ != a->number) {
+        const std::string left = keys_.messages(a->number) + fmt::format("left/{}", options_.index);
+        io::result<std::int64_t> put = co_await etcd_.put(left, "", lease_);
+        if (put) {
+          passed_over_ = a->number;
+          rt::log::info("cluster: worker {} never ran attempt {} (its leader's epoch {} ended first): it leaves it",
+                        options_.index, a->number, a->epoch);
+        }
       }
     }
     if (!logged) rt::log::info("cluster: worker {} waits for the leader's next attempt", options_.index);
@@ -165,11 +192,14 @@ rt::task<dataflow::job_result> worker_loop::run_attempt(const attempt_record& a,
   co_await watching.join();
   link_ = nullptr;
   if (result.exit_code == 0) co_await report_done(a);  // (before left/: the leader reads both)
-  // The leader waits for this key (or a new member key) before the next attempt: retried while
-  // etcd is unreachable, unless the lease is lost (then the member key is new anyway).
+  // The leader waits for this key (or a new member key) before the next attempt, and without a
+  // done/ before it the others end the attempt on it (attempt_link.hpp), the failure's reason in
+  // its value: retried while etcd is unreachable, unless the lease is lost (then the member key
+  // goes, which ends the attempt on the others, and the new one is not listed in it anyway).
   const std::string left = keys_.messages(a.number) + fmt::format("left/{}", options_.index);
+  const std::string why = result.exit_code == 0 ? std::string() : result.message;
   while (!lost_) {
-    io::result<std::int64_t> put = co_await etcd_.put(left, "", lease_);
+    io::result<std::int64_t> put = co_await etcd_.put(left, why, lease_);
     if (put) break;  // (also after the job ended here: the others may still need a next attempt)
     const bool slept = co_await pause(poll_interval);
     if (!slept) break;

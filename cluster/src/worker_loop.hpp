@@ -78,6 +78,7 @@ class worker_loop {
   std::int64_t epoch_ = 0;
   std::int64_t attempt_revision_ = 0;  // mod revision of the attempt key we run
   std::uint64_t last_attempt_ = 0;
+  std::uint64_t passed_over_ = 0;  // an attempt of an ended epoch that listed this worker: left/ written
   std::optional<dataflow::job_result> refusal_;
   std::optional<dataflow::job_result> completed_;  // this worker's last attempt that ended the job
   std::optional<dataflow::job_result> finished_;   // the job is over: what run() returns

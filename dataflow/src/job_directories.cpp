@@ -168,6 +168,10 @@ io::result<void> job_directories::claim(const output& out, bool resuming) const 
   }
   auto names = io::list_directory_blocking(out.path);
   if (!names) return std::move(names).error();
+  // The workers of a job across workers claim their shared output directory at once: another one
+  // may have written the marker since it was read above. Read it again (it exists now, so this
+  // goes no deeper), rather than refuse the job's own marker as foreign.
+  if (std::find(names->begin(), names->end(), marker_file_name) != names->end()) return claim(out, resuming);
   std::vector<std::string> foreign;
   for (std::string& name : *names) {
     // (what a crash during a lock or a claim may leave is ours, not foreign)

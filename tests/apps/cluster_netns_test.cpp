@@ -9,6 +9,7 @@
 // time, and prints what it measured ("measured: ...", with the log lines' own timestamps).
 
 #include "cluster_support.hpp"
+#include "etcd_tripwire.hpp"
 
 #include <sluice/etcd/client.hpp>
 #include <sluice/runtime/sync_wait.hpp>
@@ -20,12 +21,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 
 using namespace sluice::test;
@@ -331,12 +334,25 @@ namespace {
 
 enum class etcd_outage { short_one, past_the_ttl };
 
-// etcd killed once the first checkpoint completed, started again on its data `for_how_long` later.
+// etcd killed the moment the leader triggers checkpoint 1, started again on its data `for_how_long`
+// later.
 void run_with_etcd_down(std::chrono::milliseconds for_how_long, etcd_outage kind, const std::string& job) {
   temp_dir dir;
   etcd_server etcd(dir.path());
   etcd.start();
   reference_run ref(dir, 1000000);
+  // When the leader writes t/1 (a/1/t/1), every worker runs attempt 1 and the job cannot end before
+  // etcd is back: its final checkpoint must be published there. Waiting for "checkpoint 1
+  // completed" in the logs instead killed etcd after the job's end in CI (twice): checkpoint 1's
+  // barrier can reach the slow sinks behind their lines (the combiner sends them at a checkpoint
+  // and at the end of its input), so it completed 3.7 s in, 5 ms before the final one.
+  std::atomic<pid_t> etcd_pid = etcd.pid();
+  wall::time_point down;
+  std::optional<etcd_tripwire> wire;
+  wire.emplace(etcd.endpoint(), "/sluice/" + job + "/a/1/", "/t/1", [&etcd_pid, &down] {
+    down = wall::now();
+    ::kill(etcd_pid.load(), SIGKILL);
+  });
   std::vector<std::unique_ptr<tool_process>> workers;
   for (unsigned i = 0; i < 3; ++i) {
     // Running through the outage: the combiner counts 1M lines in a fraction of a second, so the
@@ -348,18 +364,11 @@ void run_with_etcd_down(std::chrono::milliseconds for_how_long, etcd_outage kind
         args,
         dir.file(job + "-w" + std::to_string(i) + ".log"), std::string(), std::vector<std::string>{"SLUICE_LOG=info"}));
   }
-  auto any_log_has = [&](const std::string& text) {
-    for (auto& w : workers) {
-      if (w->log().find(text) != std::string::npos) return true;
-    }
-    return false;
-  };
-  // After the first checkpoint: the job then has its slow sinks' 3.4 s ahead. (A later one can come
-  // only as the job ends: an aligned barrier waits behind the slow sinks' lines, so waiting for
-  // checkpoint 2 killed etcd after the job was done in one CI run.)
-  REQUIRE(eventually([&] { return any_log_has("checkpoint 1 completed"); }, 20s));
-  const wall::time_point down = wall::now();
-  etcd.kill();
+  const bool fired = eventually([&] { return wire->fired(); }, 20s);
+  wire.reset();  // (joins its thread: `down` is read below)
+  INFO("worker 0 log:\n" << workers[0]->log());
+  REQUIRE(fired);
+  etcd.kill();  // (reaps it)
   std::this_thread::sleep_for(for_how_long);
   etcd.start();
   const wall::time_point up = wall::now();
