@@ -255,37 +255,51 @@ TEST_CASE("a stream input without --bounded, or an unknown URL, is refused befor
   CHECK(!std::filesystem::exists(dir.file("out")));
 }
 
+namespace {
+
+// Writes the corpus as the job's input file.
+std::string write_input(const temp_dir& dir, const corpus& c) {
+  std::ofstream in(dir.file("in.txt"));
+  for (const auto& l : c.lines) in << l << "\n";
+  return dir.file("in.txt");
+}
+
+// Runs the job until its third checkpoint, then `stop_server()`: the job must fail (exit 1) with
+// `named` in its words. Then `start_server()` and the job again: it resumes and ends (exit 0).
+template <class Stop, class Start>
+void fail_then_resume(const std::vector<std::string>& args, const temp_dir& dir, Stop stop_server,
+                      const std::string& named, Start start_server) {
+  {
+    tool_process job(args, dir.file("job1.log"));
+    REQUIRE(poll_until([&] { return newest_checkpoint(dir.file("chk")) >= 3; }, 30s));
+    stop_server();
+    const std::optional<int> code = job.wait(60s);
+    INFO(job.log());
+    REQUIRE(code.has_value());
+    CHECK(*code == 1);
+    CHECK_THAT(job.log(), Catch::Contains(named));
+    std::printf("the job's words when its server went:\n%s\n", job.log().c_str());
+  }
+  start_server();
+  tool_process again(args, dir.file("job2.log"));
+  const std::optional<int> code = again.wait(120s);
+  INFO(again.log());
+  REQUIRE(code == 0);
+  CHECK_THAT(again.log(), Catch::Contains("resumed from checkpoint"));
+}
+
+}  // namespace
+
+// Windows of 250 lines come out as the input is read, slowly (2 ms a line; 20 windows): the server
+// goes while they are published, between checkpoints (unaligned: they do not wait for the slow sink).
 TEST_CASE("a NATS server stopped mid-job: the job fails naming it, and a restart once it is back is exact") {
   SLUICE_SKIP_WITHOUT_NATS();
   temp_dir dir;
   nats_server nats(subdir(dir, "nats"));
   nats.start();
   const corpus c = make_corpus(5000, 300, Catch::rngSeed() + 2);
-  {
-    std::ofstream in(dir.file("in.txt"));
-    for (const auto& l : c.lines) in << l << "\n";
-  }
-  // Windows of 250 lines come out as the input is read, slowly (2 ms a line; 20 windows): the
-  // server goes while they are published, between checkpoints (unaligned: they do not wait for
-  // the slow sink).
-  const auto args = job_args(dir.file("in.txt"), nats_at(nats, "counts"), dir, windowed);
-  {
-    tool_process job(args, dir.file("job1.log"));
-    REQUIRE(poll_until([&] { return newest_checkpoint(dir.file("chk")) >= 3; }, 30s));
-    nats.kill();
-    const std::optional<int> code = job.wait(60s);
-    INFO(job.log());
-    REQUIRE(code.has_value());
-    CHECK(*code == 1);
-    CHECK_THAT(job.log(), Catch::Contains("127.0.0.1:" + std::to_string(nats.port())));
-    std::printf("the job's words when its NATS server went:\n%s\n", job.log().c_str());
-  }
-  nats.start();
-  tool_process again(args, dir.file("job2.log"));
-  const std::optional<int> code = again.wait(120s);
-  INFO(again.log());
-  REQUIRE(code == 0);
-  CHECK_THAT(again.log(), Catch::Contains("resumed from checkpoint"));
+  const auto args = job_args(write_input(dir, c), nats_at(nats, "counts"), dir, windowed);
+  fail_then_resume(args, dir, [&] { nats.kill(); }, "127.0.0.1:" + std::to_string(nats.port()), [&] { nats.start(); });
   CHECK(sorted(runtime::sync_wait(read_stream(nats.port(), "counts"))) == c.window_lines(250));
 }
 
@@ -296,27 +310,8 @@ TEST_CASE("a PostgreSQL server stopped mid-job: the job fails naming it, and a r
   postgres_server pg(pg_dir.path());
   pg.start();
   const corpus c = make_corpus(5000, 300, Catch::rngSeed() + 3);
-  {
-    std::ofstream in(dir.file("in.txt"));
-    for (const auto& l : c.lines) in << l << "\n";
-  }
-  const auto args = job_args(dir.file("in.txt"), pg.url("counts"), dir, windowed);
-  {
-    tool_process job(args, dir.file("job1.log"));
-    REQUIRE(poll_until([&] { return newest_checkpoint(dir.file("chk")) >= 3; }, 30s));
-    pg.stop();
-    const std::optional<int> code = job.wait(60s);
-    INFO(job.log());
-    REQUIRE(code.has_value());
-    CHECK(*code == 1);
-    CHECK_THAT(job.log(), Catch::Contains("postgresql"));
-    std::printf("the job's words when its PostgreSQL server went:\n%s\n", job.log().c_str());
-  }
-  pg.start();
-  tool_process again(args, dir.file("job2.log"));
-  const std::optional<int> code = again.wait(120s);
-  INFO(again.log());
-  REQUIRE(code == 0);
+  const auto args = job_args(write_input(dir, c), pg.url("counts"), dir, windowed);
+  fail_then_resume(args, dir, [&] { pg.stop(); }, "postgresql", [&] { pg.start(); });
   CHECK(table_lines(pg, "counts", "window_start, word, count") == c.window_lines(250));
 }
 
