@@ -39,6 +39,8 @@ constexpr std::array table{
     entry{"network", "--channels", {1, 4096}},
     entry{"network", "--flush-ms", {0, 60'000}},
     entry{"network", "--records", {1, 1e9}},
+    entry{"nats", "--records", {1, 1e8}},
+    entry{"nats", "--per-checkpoint", {1, 1e7}},
     entry{"nop", "--ops", {1, 1e9}},
     entry{"nop", "--coroutines", {1, 65'536}},
     entry{"nop", "--batch", {1, 256}},        // the baseline's SQ size
