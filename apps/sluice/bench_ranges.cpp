@@ -44,6 +44,8 @@ constexpr std::array table{
     entry{"nop", "--ops", {1, 1e9}},
     entry{"nop", "--coroutines", {1, 65'536}},
     entry{"nop", "--batch", {1, 256}},        // the baseline's SQ size
+    entry{"postgres", "--records", {1, 1e8}},
+    entry{"postgres", "--per-checkpoint", {1, 1e7}},
     entry{"switch", "--duration-ms", {1, 600'000}},
     entry{"switch", "--fiber-iterations", {1, 1e9}},
     entry{"wordcount", "--lines", {1, 1e8}},  // the generated corpus: ~4 GB
