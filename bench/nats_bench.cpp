@@ -301,7 +301,7 @@ class nats_bench final : public benchmark {
                        {{"direction", std::string(direction)}});
   }
 
-  std::uint64_t records_ = 200'000;
+  std::uint64_t records_ = 100'000;
   std::uint64_t per_checkpoint_ = 10'000;
   std::uint16_t port_ = 0;
   unsigned runs_ = 0;

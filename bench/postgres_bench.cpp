@@ -181,7 +181,7 @@ class postgres_bench final : public benchmark {
     return seconds;
   }
 
-  std::uint64_t records_ = 200'000;
+  std::uint64_t records_ = 100'000;
   std::uint64_t per_checkpoint_ = 10'000;
   test::postgres_server* server_ = nullptr;
   unsigned runs_ = 0;
