@@ -3,7 +3,8 @@
 // path and a bounded source read to its end, the way a job's tasks drive them, on one executor.
 //
 // - drive_sink: write() n records, precommit(id) + commit(id) after every `per_checkpoint` of them
-//   and after the last (a checkpoint's work, without the checkpoint's own files). recover() is the
+//   and after the last (a checkpoint's work, without the checkpoint's own files), with the ids after
+//   `after_checkpoint`. recover() is the
 //   caller's, outside the timing: it is connection set-up.
 // - drain_source: open() and read() (wait_readable() when idle) until the bounded source says end.
 // Both run on an engine of one executor that leaves signals alone (the benchmark's thread blocks on
@@ -47,8 +48,8 @@ struct counting_collector final : dataflow::collector<T> {
 
 template <class T>
 runtime::task<void> drive_sink(dataflow::sink_connector<T>* sink, std::uint64_t n, std::uint64_t per_checkpoint,
-                               std::function<T(std::uint64_t)> record) {
-  std::uint64_t checkpoint = 0;
+                               std::function<T(std::uint64_t)> record, std::uint64_t after_checkpoint) {
+  std::uint64_t checkpoint = after_checkpoint;  // the ids go on from there
   for (std::uint64_t i = 0; i < n; ++i) {
     auto w = co_await sink->write(record(i));
     must(std::move(w), "sink write");

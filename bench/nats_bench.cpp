@@ -275,7 +275,7 @@ class nats_bench final : public benchmark {
     connectors::must(engine.block_on(sink->recover({})), "jetstream sink recover");
     const auto start = bench_clock::now();
     engine.block_on(connectors::drive_sink<std::string>(sink.get(), records_, per_checkpoint_,
-                                                        [](std::uint64_t) { return payload; }));
+                                                        [](std::uint64_t) { return payload; }, 0));
     const double seconds = seconds_since(start);
     engine.block_on(sink->close());
     return seconds;

@@ -142,7 +142,7 @@ class postgres_bench final : public benchmark {
     connectors::must(engine.block_on(sink->recover({})), "postgres sink recover");
     const auto start = bench_clock::now();
     engine.block_on(connectors::drive_sink<std::uint64_t>(sink.get(), records_, per_checkpoint_,
-                                                          [](std::uint64_t i) { return i; }));
+                                                          [](std::uint64_t i) { return i; }, 0));
     const double seconds = seconds_since(start);
     engine.block_on(sink->close());
     check_rows(plain, table);
