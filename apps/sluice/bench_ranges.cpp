@@ -32,6 +32,9 @@ constexpr std::array table{
     entry{"echo", "--connections", {1, 10'000}},
     entry{"echo", "--message-bytes", {1, mib}},
     entry{"echo", "--duration-ms", {1, 600'000}},
+    entry{"kafka", "--records", {1, 1e8}},
+    entry{"kafka", "--per-checkpoint", {1, 1e7}},  // one checkpoint's records are held in memory
+    entry{"kafka", "--source-records", {1, 160'000}},  // the mock keeps ~5 MiB per partition, 4 partitions
     entry{"file", "--bytes", {1, 16 * gib}},
     entry{"file", "--chunk-bytes", {1, gib}},
     entry{"file", "--in-flight", {1, 256}},   // the raw-uring diagnostic's ring has 256 entries
@@ -39,9 +42,13 @@ constexpr std::array table{
     entry{"network", "--channels", {1, 4096}},
     entry{"network", "--flush-ms", {0, 60'000}},
     entry{"network", "--records", {1, 1e9}},
+    entry{"nats", "--records", {1, 1e8}},
+    entry{"nats", "--per-checkpoint", {1, 1e7}},
     entry{"nop", "--ops", {1, 1e9}},
     entry{"nop", "--coroutines", {1, 65'536}},
     entry{"nop", "--batch", {1, 256}},        // the baseline's SQ size
+    entry{"postgres", "--records", {1, 1e8}},
+    entry{"postgres", "--per-checkpoint", {1, 1e7}},
     entry{"switch", "--duration-ms", {1, 600'000}},
     entry{"switch", "--fiber-iterations", {1, 1e9}},
     entry{"wordcount", "--lines", {1, 1e8}},  // the generated corpus: ~4 GB
