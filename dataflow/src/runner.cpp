@@ -70,6 +70,7 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
   w.partition = slot->partition.get();
   w.recovered = recovered;
   w.max_record_bytes = settings_.max_record_bytes + record_framing_bytes;
+  w.await_finish = !coordinating();  // a follower's (stream_task.hpp)
   slot->task = std::make_unique<stream_task>(std::move(w), std::move(b));
   co_return;
 }
@@ -188,9 +189,10 @@ rt::task<void> runner::watch_link() {
   all_data_ended_.set();
 }
 
+// A follower's tasks all await the order (task_wiring::await_finish); elsewhere only sources do.
 rt::task<void> runner::finish_sources() {
   for (task_slot* slot : mine_) {
-    if (slot->task->is_source()) {
+    if (slot->task->is_source() || !coordinating()) {
       stream_task* t = slot->task.get();
       slot->executor->post([t] { t->finish_input(); });
     }
@@ -200,7 +202,11 @@ rt::task<void> runner::finish_sources() {
 
 rt::task<void> runner::controller() {
   if (!coordinating()) {
-    // A follower's sources end when the leader's final checkpoint completed.
+    // A follower's sources end when the leader's final checkpoint completed, and its other tasks
+    // end then too (not on their end of data, which may come from other workers before the leader's
+    // word that the checkpoint completed: task_wiring::await_finish). The link posted that word to
+    // every task before it resolves this wait, and finish_sources posts after it, from the same
+    // executor: each task hears the completion first.
     co_await link_->finish_requested();
     if (failure_ || (tasks_scope_.token() != nullptr && tasks_scope_.token()->stop_requested())) co_return;
     final_checkpoint_done_ = true;
