@@ -12,11 +12,26 @@
 
 #include <fmt/core.h>
 
+#include <coroutine>
 #include <map>
 #include <optional>
 #include <stdexcept>
 
 namespace sluice::dataflow::detail {
+
+namespace {
+// Continues the awaiting coroutine through `target`'s inbox, even when already there, so whatever
+// this thread posted to `target` before has run by then (the inbox is FIFO per sender).
+struct inbox_hop {
+  rt::executor* target;
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) const {
+    rt::executor* ex = target;
+    ex->post([ex, h] { ex->schedule(h); });
+  }
+  void await_resume() const noexcept {}
+};
+}  // namespace
 
 rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovered) {
   const stage_def& stage = job_.stages()[slot->stage];
@@ -242,7 +257,15 @@ rt::task<void> runner::controller() {
     const bool waited = co_await rt::sleep_for(std::chrono::milliseconds(50 << (attempt - 1)));  // 50, 100, 200, 400 ms
     if (!waited) co_return;  // stopping
   }
-  if (link_ != nullptr) link_->finish();
+  if (link_ != nullptr) {
+    // The coordinator posted the final checkpoint's completion to every participant before it
+    // resolved trigger_now; a remote one's (here, on executor 0) turns into c/<id> in the link's
+    // outbox. It must be there before `f`: a follower's tasks commit on the one and end on the
+    // other (task_wiring::await_finish). The coordinator's retention pass in between suspends, so
+    // it is; this hop makes it so whatever the coordinator does there.
+    co_await inbox_hop{&engine_.at(0)};
+    link_->finish();
+  }
   co_await finish_sources();
 }
 
