@@ -33,8 +33,10 @@
 
 #include <atomic>
 #include <deque>
+#include <fstream>
 #include <latch>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -47,17 +49,30 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A free loopback port below the ephemeral range, so no outgoing connection takes it meanwhile (as
+// tests/apps/cluster_support.hpp's free_port).
 unsigned loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  unsigned low = 32768;
+  {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    unsigned l = 0;
+    if (range >> l && l > 12000) low = l;
+  }
+  static std::mt19937 rng(std::random_device{}());
+  for (int tries = 0; tries < 200; ++tries) {
+    const unsigned port = std::uniform_int_distribution<unsigned>(10000, low - 1)(rng);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (bound) return port;
+  }
+  FAIL("no free loopback port below the ephemeral range");
+  return 0;
 }
 
 // What the leader says to the follower (attempt_link's t/, c/, x/ and f), in the order it says it.
