@@ -12,11 +12,26 @@
 
 #include <fmt/core.h>
 
+#include <coroutine>
 #include <map>
 #include <optional>
 #include <stdexcept>
 
 namespace sluice::dataflow::detail {
+
+namespace {
+// Continues the awaiting coroutine through `target`'s inbox, even when already there, so whatever
+// this thread posted to `target` before has run by then (the inbox is FIFO per sender).
+struct inbox_hop {
+  rt::executor* target;
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) const {
+    rt::executor* ex = target;
+    ex->post([ex, h] { ex->schedule(h); });
+  }
+  void await_resume() const noexcept {}
+};
+}  // namespace
 
 rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovered) {
   const stage_def& stage = job_.stages()[slot->stage];
@@ -70,6 +85,7 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
   w.partition = slot->partition.get();
   w.recovered = recovered;
   w.max_record_bytes = settings_.max_record_bytes + record_framing_bytes;
+  w.await_finish = !coordinating();  // a follower's (stream_task.hpp)
   slot->task = std::make_unique<stream_task>(std::move(w), std::move(b));
   co_return;
 }
@@ -188,9 +204,10 @@ rt::task<void> runner::watch_link() {
   all_data_ended_.set();
 }
 
+// A follower's tasks all await the order (task_wiring::await_finish); elsewhere only sources do.
 rt::task<void> runner::finish_sources() {
   for (task_slot* slot : mine_) {
-    if (slot->task->is_source()) {
+    if (slot->task->is_source() || !coordinating()) {
       stream_task* t = slot->task.get();
       slot->executor->post([t] { t->finish_input(); });
     }
@@ -200,7 +217,11 @@ rt::task<void> runner::finish_sources() {
 
 rt::task<void> runner::controller() {
   if (!coordinating()) {
-    // A follower's sources end when the leader's final checkpoint completed.
+    // A follower's sources end when the leader's final checkpoint completed, and its other tasks
+    // end then too (not on their end of data, which may come from other workers before the leader's
+    // word that the checkpoint completed: task_wiring::await_finish). The link posted that word to
+    // every task before it resolves this wait, and finish_sources posts after it, from the same
+    // executor: each task hears the completion first.
     co_await link_->finish_requested();
     if (failure_ || (tasks_scope_.token() != nullptr && tasks_scope_.token()->stop_requested())) co_return;
     final_checkpoint_done_ = true;
@@ -236,7 +257,15 @@ rt::task<void> runner::controller() {
     const bool waited = co_await rt::sleep_for(std::chrono::milliseconds(50 << (attempt - 1)));  // 50, 100, 200, 400 ms
     if (!waited) co_return;  // stopping
   }
-  if (link_ != nullptr) link_->finish();
+  if (link_ != nullptr) {
+    // The coordinator posted the final checkpoint's completion to every participant before it
+    // resolved trigger_now; a remote one's (here, on executor 0) turns into c/<id> in the link's
+    // outbox. It must be there before `f`: a follower's tasks commit on the one and end on the
+    // other (task_wiring::await_finish). The coordinator's retention pass in between suspends, so
+    // it is; this hop makes it so whatever the coordinator does there.
+    co_await inbox_hop{&engine_.at(0)};
+    link_->finish();
+  }
   co_await finish_sources();
 }
 

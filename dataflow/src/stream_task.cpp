@@ -146,6 +146,19 @@ rt::task<void> stream_task::run() {
       const bool finished = co_await wiring_.partition->finish();
       if (!finished) ok = failure("could not end its output partition");
     }
+    // A follower's task: the leader's final checkpoint's completion (the sink publishes), then the
+    // order to finish, in that order (task_wiring::await_finish).
+    while (ok && wiring_.await_finish && !finish_requested_) {
+      phase_ = phase::awaiting_finish;
+      if (mailbox_.empty()) {
+        const bool woke = co_await wake_.wait();
+        if (!woke) {
+          ok = failure("stopped");
+          break;
+        }
+      }
+      ok = co_await handle_mailbox();
+    }
     if (!ok) {
       // Every failure names the task (an I/O error of a source or sink names only its file).
       const std::string what = ok.error().message();

@@ -78,6 +78,14 @@ struct task_wiring {
   buffers::result_partition* partition = nullptr;   // none for a sink stage
   const snapshot::task_state* recovered = nullptr;  // none on a fresh start
   std::size_t max_record_bytes = buffers::default_max_record_bytes;
+  // A follower's task (a job across workers, cluster_link.hpp): once its input and output ended, it
+  // waits for the order to finish (finish_input) before it ends. The runner gives that order once
+  // the leader said finish, and the leader's word that its final checkpoint completed was posted
+  // here before it (the same sender, executor 0): so the task commits the final checkpoint first.
+  // Its end of data may come from other workers only, and well before that word (which travels
+  // through etcd, not the data port): a task that ended on it would leave that checkpoint's staged
+  // output unpublished, and the worker would still end the job with exit code 0.
+  bool await_finish = false;
 };
 
 class stream_task final : public snapshot::checkpoint_participant, private snapshot::checkpoint_subject {
@@ -101,7 +109,8 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   void notify_checkpoint_complete(snapshot::checkpoint_id id) override;
   void notify_checkpoint_aborted(snapshot::checkpoint_id id, snapshot::abort_reason reason,
                                  std::string_view detail) override;
-  // Posted by the runner once the final checkpoint completed: a source ends its partition.
+  // Posted by the runner once the final checkpoint completed: a source ends its partition, and a
+  // task that awaits it (task_wiring::await_finish) ends.
   void finish_input();
   // Posted by the runner to stop with a final checkpoint (a drain): a source produces no more records
   // (it still takes part in checkpoints) until the task ends.
@@ -191,7 +200,7 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   runtime::event wake_;
   std::uint64_t records_in_ = 0;
   task_meters meters_;
-  enum class phase { created, restoring, running, ending, closing, ended } phase_ = phase::created;
+  enum class phase { created, restoring, running, ending, awaiting_finish, closing, ended } phase_ = phase::created;
 };
 
 // A call into the chain: on a fiber when the stage has blocking operators (they may await there).

@@ -8,8 +8,8 @@ namespace sluice::dataflow::detail {
 
 namespace {
 const char* phase_name(int p) noexcept {
-  static constexpr const char* names[] = {"not started", "restoring", "running", "ending its output", "closing",
-                                          "ended"};
+  static constexpr const char* names[] = {"not started", "restoring", "running", "ending its output",
+                                          "waits for the order to finish", "closing", "ended"};
   return names[p];
 }
 }  // namespace
