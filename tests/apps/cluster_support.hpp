@@ -5,6 +5,7 @@
 
 #include "run_sluice.hpp"
 
+#include <support/free_port.hpp>
 #include <support/temp_dir.hpp>
 
 #include <arpa/inet.h>
@@ -32,32 +33,6 @@
 
 namespace sluice::test {
 
-// A loopback port nobody listens on right now, below the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range): a port picked from that range can be taken by any outgoing
-// connection (an etcd client's, say) before the worker binds it, which a test sees as a failed
-// start. Another test process could still take the same port, which random picks make unlikely.
-inline unsigned free_port() {
-  unsigned low = 32768;
-  {
-    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-    unsigned l = 0;
-    if (range >> l && l > 12000) low = l;
-  }
-  static std::mt19937 rng(std::random_device{}());
-  for (int tries = 0; tries < 200; ++tries) {
-    const unsigned port = std::uniform_int_distribution<unsigned>(10000, low - 1)(rng);
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) break;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    if (bound) return port;
-  }
-  throw std::runtime_error("free_port: no free loopback port below the ephemeral range");
-}
 
 // One `sluice ...` process, its output in <log>; killed (SIGKILL) if still running when destroyed.
 // With `netns`, it runs inside that network namespace (by name, tests/support/netns.hpp), joined by

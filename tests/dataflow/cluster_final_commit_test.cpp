@@ -20,6 +20,7 @@
 #include <sluice/runtime/scope.hpp>
 #include <sluice/runtime/timer.hpp>
 
+#include <support/free_port.hpp>
 #include <support/temp_dir.hpp>
 
 #include "wordcount_support.hpp"
@@ -48,32 +49,6 @@ namespace rt = sluice::runtime;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A free loopback port below the ephemeral range, so no outgoing connection takes it meanwhile (as
-// tests/apps/cluster_support.hpp's free_port).
-unsigned loopback_port() {
-  unsigned low = 32768;
-  {
-    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-    unsigned l = 0;
-    if (range >> l && l > 12000) low = l;
-  }
-  static std::mt19937 rng(std::random_device{}());
-  for (int tries = 0; tries < 200; ++tries) {
-    const unsigned port = std::uniform_int_distribution<unsigned>(10000, low - 1)(rng);
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) break;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    if (bound) return port;
-  }
-  FAIL("no free loopback port below the ephemeral range");
-  return 0;
-}
 
 // What the leader says to the follower (attempt_link's t/, c/, x/ and f), in the order it says it.
 struct leader_message {
@@ -277,7 +252,7 @@ TEST_CASE("job worker: a follower whose end of data outruns the leader's word th
   dataflow::wordcount_options o{input, dir.file("out"), 2, window};
 
   bus b;
-  b.ports = {"127.0.0.1:" + std::to_string(loopback_port()), "127.0.0.1:" + std::to_string(loopback_port())};
+  b.ports = {"127.0.0.1:" + std::to_string(test::free_port()), "127.0.0.1:" + std::to_string(test::free_port())};
   dataflow::job_result results[2];
   std::vector<std::string> failures[2];
   {
