@@ -75,20 +75,21 @@ std::string error_text(rd_kafka_error_t* e) {
 class kafka_sink final : public dataflow::sink_connector<std::string> {
  public:
   kafka_sink(kafka_options options, const dataflow::connector_context& ctx)
-      : options_(std::move(options)), ctx_(ctx), where_("kafka sink '" + options_.topic + "' (transactional.id " +
-                                                       transactional_id(ctx) + ")") {}
+      : options_(std::move(options)), ctx_(ctx) {}
   ~kafka_sink() override {
     if (rk_ != nullptr) rd_kafka_destroy(rk_);
   }
 
-  runtime::task<io::result<void>> recover(std::vector<std::byte> precommitted) override {
-    std::vector<batch> batches = decode_batches(precommitted);
+  runtime::task<io::result<void>> recover(dataflow::sink_recovery from) override {
+    run_ = std::move(from.run);
+    where_ = "kafka sink '" + options_.topic + "' (transactional.id " + transactional_id(ctx_, run_) + ")";
+    std::vector<batch> batches = decode_batches(from.precommitted);
     char errstr[512];
     rd_kafka_conf_t* conf = detail::new_conf();
     auto set = [&](const char* k, const std::string& v) {
       return rd_kafka_conf_set(conf, k, v.c_str(), errstr, sizeof errstr) == RD_KAFKA_CONF_OK;
     };
-    if (!(set("bootstrap.servers", options_.brokers) && set("transactional.id", transactional_id(ctx_)) &&
+    if (!(set("bootstrap.servers", options_.brokers) && set("transactional.id", transactional_id(ctx_, run_)) &&
           set("enable.idempotence", "true"))) {
       rd_kafka_conf_destroy(conf);
       co_return io::error(std::make_error_code(std::errc::invalid_argument), where_ + ": config: " + errstr);
@@ -158,7 +159,7 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
     char errstr[512];
     rd_kafka_conf_t* conf = detail::new_conf();
     rd_kafka_conf_set(conf, "bootstrap.servers", options_.brokers.c_str(), errstr, sizeof errstr);
-    rd_kafka_conf_set(conf, "group.id", marker_group(ctx_).c_str(), errstr, sizeof errstr);
+    rd_kafka_conf_set(conf, "group.id", marker_group(ctx_, run_).c_str(), errstr, sizeof errstr);
     rd_kafka_conf_set(conf, "enable.auto.commit", "false", errstr, sizeof errstr);
     rd_kafka_t* c = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
     if (c == nullptr) {
@@ -170,9 +171,9 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
     rd_kafka_resp_err_t err = rd_kafka_committed(c, list, 30000);
     std::string failure;
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-      failure = std::string("reading marker group '") + marker_group(ctx_) + "': " + rd_kafka_err2str(err);
+      failure = std::string("reading marker group '") + marker_group(ctx_, run_) + "': " + rd_kafka_err2str(err);
     else if (list->elems[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-      failure = std::string("reading marker group '") + marker_group(ctx_) + "': " + rd_kafka_err2str(list->elems[0].err);
+      failure = std::string("reading marker group '") + marker_group(ctx_, run_) + "': " + rd_kafka_err2str(list->elems[0].err);
     else
       marker = list->elems[0].offset;  // RD_KAFKA_OFFSET_INVALID (-1001) when never committed
     rd_kafka_topic_partition_list_destroy(list);
@@ -203,7 +204,7 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
     }
     rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(offsets, options_.topic.c_str(), 0)->offset = static_cast<std::int64_t>(id);
-    rd_kafka_consumer_group_metadata_t* group = rd_kafka_consumer_group_metadata_new(marker_group(ctx_).c_str());
+    rd_kafka_consumer_group_metadata_t* group = rd_kafka_consumer_group_metadata_new(marker_group(ctx_, run_).c_str());
     rd_kafka_error_t* e = rd_kafka_send_offsets_to_transaction(rk_, offsets, group, 30000);
     rd_kafka_consumer_group_metadata_destroy(group);
     rd_kafka_topic_partition_list_destroy(offsets);
@@ -218,6 +219,7 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
 
   kafka_options options_;
   dataflow::connector_context ctx_;
+  std::string run_;  // sink_recovery::run: in the marker group and the transactional id
   std::string where_;
   rd_kafka_t* rk_ = nullptr;
   std::vector<std::string> staged_;
@@ -227,11 +229,17 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
 
 }  // namespace
 
-std::string marker_group(const dataflow::connector_context& ctx) {
-  return "sluice." + ctx.job + "." + std::to_string(ctx.task);
+namespace {
+std::string with_run(const dataflow::connector_context& ctx, const std::string& run, const char* sep) {
+  return ctx.job + (run.empty() ? "" : sep + run) + sep + std::to_string(ctx.task);
 }
-std::string transactional_id(const dataflow::connector_context& ctx) {
-  return ctx.job + "-" + std::to_string(ctx.task);
+}  // namespace
+
+std::string marker_group(const dataflow::connector_context& ctx, const std::string& run) {
+  return "sluice." + with_run(ctx, run, ".");
+}
+std::string transactional_id(const dataflow::connector_context& ctx, const std::string& run) {
+  return with_run(ctx, run, "-");
 }
 
 std::unique_ptr<dataflow::sink_connector<std::string>> make_kafka_sink(kafka_options options,

@@ -20,7 +20,10 @@ class jetstream_sink final : public dataflow::sink_connector<std::string> {
  public:
   jetstream_sink(dataflow::connector_context ctx, nats_url url) : ctx_(std::move(ctx)), url_(std::move(url)) {}
 
-  runtime::task<io::result<void>> recover(std::vector<std::byte> precommitted) override {
+  runtime::task<io::result<void>> recover(dataflow::sink_recovery from) override {
+    // Message ids "<job>.<run>/<task>/<checkpoint>/<n>": a replay of this run repeats them (and
+    // JetStream drops it), another job's or a fresh start's never does.
+    id_prefix_ = from.run.empty() ? ctx_.job : ctx_.job + "." + from.run;
     auto c = co_await connection::connect(url_.server);
     if (!c) co_return c.error();
     conn_ = std::move(c).value();
@@ -45,7 +48,7 @@ class jetstream_sink final : public dataflow::sink_connector<std::string> {
     }
     pending_.clear();
     staged_.clear();
-    auto decoded = decode(precommitted);
+    auto decoded = decode(from.precommitted);
     if (!decoded) co_return decoded.error();
     if (pending_.empty()) co_return io::result<void>{};
     co_return co_await commit(pending_.rbegin()->first);
@@ -80,7 +83,7 @@ class jetstream_sink final : public dataflow::sink_connector<std::string> {
       std::uint64_t n = 0;
       for (const auto& record : it->second) {
         const std::string msg_id =
-            ctx_.job + "/" + std::to_string(ctx_.task) + "/" + std::to_string(it->first) + "/" + std::to_string(n++);
+            id_prefix_ + "/" + std::to_string(ctx_.task) + "/" + std::to_string(it->first) + "/" + std::to_string(n++);
         auto slot = co_await publish_async(*conn_, url_.name, record, msg_id);
         if (!slot) co_return slot.error();
         in_flight.push_back(std::move(slot).value());
@@ -149,6 +152,7 @@ class jetstream_sink final : public dataflow::sink_connector<std::string> {
   }
 
   dataflow::connector_context ctx_;
+  std::string id_prefix_;
   nats_url url_;
   std::unique_ptr<connection> conn_;
   std::vector<std::string> staged_;

@@ -86,7 +86,7 @@ std::vector<batch> decode_batches(std::span<const std::byte> bytes) {
 }
 
 row_sink::row_sink(table_spec spec, std::string job, std::uint64_t task)
-    : spec_(std::move(spec)), job_(std::move(job)), task_(task) {}
+    : spec_(std::move(spec)), name_(std::move(job)), job_(name_), task_(task) {}
 
 runtime::task<io::result<void>> row_sink::ensure_connected() {
   if (conn_.is_open()) co_return io::result<void>{};
@@ -110,12 +110,13 @@ runtime::task<io::result<void>> row_sink::ensure_connected() {
   co_return io::result<void>{};
 }
 
-runtime::task<io::result<void>> row_sink::recover(std::vector<std::byte> precommitted) {
+runtime::task<io::result<void>> row_sink::recover(dataflow::sink_recovery from) {
   staged_.clear();
   pending_.clear();
+  if (!from.run.empty()) job_ = name_ + "/" + from.run;
   auto up = co_await ensure_connected();
   if (!up.ok()) co_return up.error();
-  std::vector<batch> batches = precommitted.empty() ? std::vector<batch>{} : decode_batches(precommitted);  // empty: a fresh start
+  std::vector<batch> batches = from.precommitted.empty() ? std::vector<batch>{} : decode_batches(from.precommitted);  // empty: a fresh start
   for (batch& b : batches) {
     auto r = co_await apply(std::move(b));
     if (!r.ok()) co_return r.error();

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -120,6 +121,19 @@ class host final : public system {
 constinit thread_local system* current = nullptr;
 
 }  // namespace
+
+std::uint64_t system::random_bits() noexcept {
+  std::uint64_t bits = 0;
+  auto* at = reinterpret_cast<unsigned char*>(&bits);
+  std::size_t got = 0;
+  while (got < sizeof bits) {
+    const ssize_t n = ::getrandom(at + got, sizeof bits - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+    else if (errno != EINTR) break;  // (no entropy source at all: what was read, and the clock)
+  }
+  if (got < sizeof bits) bits ^= static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return bits;
+}
 
 system& host_system() noexcept {
   static host h;

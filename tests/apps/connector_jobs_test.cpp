@@ -315,6 +315,57 @@ TEST_CASE("a PostgreSQL server stopped mid-job: the job fails naming it, and a r
   CHECK(table_lines(pg, "counts", "window_start, word, count") == c.window_lines(250));
 }
 
+// Every `sluice wordcount` is a job named "wordcount": keyed on that name, the second job's commit
+// markers (PostgreSQL) and message ids (JetStream) were the first one's, and its output was
+// dropped as already committed, exit 0. Two jobs run side by side, then the first again afresh.
+TEST_CASE("two wordcount jobs side by side into one PostgreSQL database and one JetStream subject each deliver all their output") {
+  SLUICE_SKIP_WITHOUT_NATS();
+  SLUICE_SKIP_WITHOUT_POSTGRES();
+  temp_dir dir_a, dir_b, dir_again, dir_b_nats, dir_a_fresh;
+  nats_server nats(subdir(dir_a, "nats"));
+  nats.start();
+  temp_dir pg_dir;  // its own: the server runs as the postgres user, who cannot enter `dir`
+  postgres_server pg(pg_dir.path());
+  pg.start();
+  const corpus a = make_corpus(3000, 200, Catch::rngSeed() + 6);
+  const corpus b = make_corpus(2000, 150, Catch::rngSeed() + 7);
+  const std::string input_a = write_input(dir_a, a), input_b = write_input(dir_b, b);
+  {
+    tool_process job_a(job_args(input_a, pg.url("counts_a"), dir_a), dir_a.file("job.log"));
+    tool_process job_b(job_args(input_b, pg.url("counts_b"), dir_b), dir_b.file("job.log"));
+    const std::optional<int> code_a = job_a.wait(120s), code_b = job_b.wait(120s);
+    INFO(job_a.log() << "\n" << job_b.log());
+    REQUIRE(code_a == 0);
+    REQUIRE(code_b == 0);
+  }
+  CHECK(table_lines(pg, "counts_a") == a.count_lines());
+  CHECK(table_lines(pg, "counts_b") == b.count_lines());
+  {
+    // The same jobs into one subject (new checkpoint directories: other outputs are other jobs).
+    const auto args_a = job_args(input_a, nats_at(nats, "counts"), dir_again);
+    const auto args_b = job_args(input_b, nats_at(nats, "counts"), dir_b_nats);
+    tool_process job_a(args_a, dir_again.file("job.log"));
+    tool_process job_b(args_b, dir_b_nats.file("job.log"));
+    const std::optional<int> code_a = job_a.wait(120s), code_b = job_b.wait(120s);
+    INFO(job_a.log() << "\n" << job_b.log());
+    REQUIRE(code_a == 0);
+    REQUIRE(code_b == 0);
+  }
+  std::vector<std::string> both = a.count_lines();
+  const std::vector<std::string> lines_b = b.count_lines();
+  both.insert(both.end(), lines_b.begin(), lines_b.end());
+  CHECK(sorted(runtime::sync_wait(read_stream(nats.port(), "counts"))) == sorted(both));
+  // Job a started afresh (a new checkpoint directory) into a table it filled before: the same
+  // counts again, through markers of its own (the earlier run's rows are overwritten by key).
+  {
+    tool_process again(job_args(input_a, pg.url("counts_a"), dir_a_fresh), dir_a_fresh.file("job.log"));
+    const std::optional<int> code = again.wait(120s);
+    INFO(again.log());
+    REQUIRE(code == 0);
+  }
+  CHECK(table_lines(pg, "counts_a") == a.count_lines());
+}
+
 #ifdef SLUICE_KAFKA_MOCK_CLUSTER_PATH
 TEST_CASE("wordcount from a Kafka topic (the mock cluster) into files, SIGKILLed at random moments, equals an independent count") {
   using sluice::kafka::test::mock_cluster_process;

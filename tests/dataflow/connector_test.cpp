@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <stop_token>
@@ -45,7 +46,9 @@ job_settings quick_settings(const temp_dir& dir) {
 struct fake_table {
   std::mutex mutex;
   std::vector<std::uint64_t> rows;
-  std::map<std::uint64_t, checkpoint_id> marker;  // task -> last committed checkpoint
+  // (run, task) -> last committed checkpoint: keyed on the run as sink_recovery asks
+  std::map<std::pair<std::string, std::uint64_t>, checkpoint_id> marker;
+  std::map<std::uint64_t, std::set<std::string>> runs;  // task -> the runs its sinks recovered as
   std::vector<std::string> calls;                 // "recover", "precommit 3", "commit 3" (task 0 only)
   std::vector<std::uint64_t> sorted_rows() {
     std::lock_guard lock(mutex);
@@ -60,11 +63,17 @@ class table_sink final : public sink_connector<std::uint64_t> {
   table_sink(fake_table& table, std::uint64_t task, bool record_calls)
       : table_(&table), task_(task), record_calls_(record_calls) {}
 
-  rt::task<io::result<void>> recover(std::vector<std::byte> precommitted) override {
+  rt::task<io::result<void>> recover(sink_recovery from) override {
     note("recover");
-    if (!precommitted.empty()) {
+    run_ = from.run;
+    {
+      std::lock_guard lock(table_->mutex);
+      table_->runs[task_].insert(run_);
+    }
+    if (from.fresh && !from.precommitted.empty()) co_return io::error(std::make_error_code(std::errc::invalid_argument), "fresh with bytes");
+    if (!from.precommitted.empty()) {
       pending_ = detail::decode_state<std::vector<std::pair<checkpoint_id, std::vector<std::uint64_t>>>>(
-          precommitted, "table sink");
+          from.precommitted, "table sink");
     }
     apply_through(~checkpoint_id{0});
     co_return io::result<void>();
@@ -95,10 +104,10 @@ class table_sink final : public sink_connector<std::uint64_t> {
     std::lock_guard lock(table_->mutex);
     while (!pending_.empty() && pending_.front().first <= id) {
       auto& [cp, rows] = pending_.front();
-      auto it = table_->marker.find(task_);
+      auto it = table_->marker.find({run_, task_});
       if (it == table_->marker.end() || it->second < cp) {  // the marker: one commit per checkpoint
         table_->rows.insert(table_->rows.end(), rows.begin(), rows.end());
-        table_->marker[task_] = cp;
+        table_->marker[{run_, task_}] = cp;
       }
       pending_.erase(pending_.begin());
     }
@@ -106,6 +115,7 @@ class table_sink final : public sink_connector<std::uint64_t> {
 
   fake_table* table_;
   std::uint64_t task_;
+  std::string run_;
   bool record_calls_;
   std::vector<std::uint64_t> staged_;
   std::vector<std::pair<checkpoint_id, std::vector<std::uint64_t>>> pending_;
@@ -239,6 +249,29 @@ TEST_CASE("a job with a sink connector stopped mid-run and started again commits
   INFO(last.message);
   REQUIRE(last.exit_code == 0);
   CHECK(table.sorted_rows() == iota(400'000));
+  // Every restart resumed its sinks' runs: one run per task, however often the job started.
+  std::lock_guard lock(table.mutex);
+  REQUIRE(table.runs.size() == 2);
+  for (const auto& [task, runs] : table.runs) CHECK(runs.size() == 1);
+}
+
+TEST_CASE("two jobs of one name into one outside system each commit all their records (their sinks' runs differ)",
+          "[dataflow][connector]") {
+  // Keyed on the job's name and task, the second job's checkpoints looked committed already.
+  temp_dir first_dir, second_dir;
+  fake_table table;
+  for (temp_dir* dir : {&first_dir, &second_dir}) {
+    job_builder job("same");
+    build(job, table, 5'000);
+    const job_result r = run_job(job, quick_settings(*dir));
+    INFO(r.message);
+    REQUIRE(r.exit_code == 0);
+  }
+  std::vector<std::uint64_t> twice;
+  for (std::uint64_t n : iota(5'000)) twice.insert(twice.end(), {n, n});
+  CHECK(table.sorted_rows() == twice);
+  std::lock_guard lock(table.mutex);
+  for (const auto& [task, runs] : table.runs) CHECK(runs.size() == 2);
 }
 
 TEST_CASE("a connector spec must name its connector first in its identity", "[dataflow][connector]") {

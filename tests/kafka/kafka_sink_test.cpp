@@ -24,9 +24,17 @@ constexpr std::int16_t api_produce = 0;
 constexpr std::int16_t api_add_partitions_to_txn = 24;
 constexpr std::int16_t api_end_txn = 26;
 
-rt::task<std::string> recover(df::sink_connector<std::string>* s, std::vector<std::byte> bytes) {
-  auto r = co_await s->recover(std::move(bytes));
+// A start of run `run` from a checkpoint's bytes (empty: a fresh start).
+rt::task<std::string> recover(df::sink_connector<std::string>* s, std::vector<std::byte> bytes, std::string run) {
+  df::sink_recovery from;
+  from.run = std::move(run);
+  from.fresh = bytes.empty();
+  from.precommitted = std::move(bytes);
+  auto r = co_await s->recover(std::move(from));
   co_return r ? std::string() : r.error().message();
+}
+rt::task<std::string> recover(df::sink_connector<std::string>* s, std::vector<std::byte> bytes) {
+  return recover(s, std::move(bytes), "r1");
 }
 
 // Writes `n` records "<prefix><i>" and precommits checkpoint `id`; returns its bytes.
@@ -165,5 +173,32 @@ TEST_CASE("a fatal broker error on a kafka sink's EndTxn fails the commit, namin
   auto got = read_committed(cluster.bootstrap(), "out", 1, 25);
   std::multiset<std::string> want;
   for (int i = 0; i < 25; ++i) want.insert("q" + std::to_string(i));
+  CHECK(as_set(got) == want);
+}
+
+TEST_CASE("kafka sinks of two jobs of the same name (two runs) commit side by side without fencing each other") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
+  mock_cluster cluster;
+  cluster.create_topic("out", 1);
+  rt::engine eng(one_executor());
+  sk::kafka_options o{.brokers = cluster.bootstrap(), .topic = "out"};
+  const auto ctx = context("wordcount", 0, 1);
+  CHECK(sk::transactional_id(ctx, "a1") != sk::transactional_id(ctx, "b2"));
+  CHECK(sk::marker_group(ctx, "a1") != sk::marker_group(ctx, "b2"));
+  auto first = sk::make_kafka_sink(o, ctx);
+  auto second = sk::make_kafka_sink(o, ctx);
+  REQUIRE(eng.block_on(recover(first.get(), {}, "a1")).empty());
+  // With one transactional id (the job's name and task, as before runs), this init fenced `first`.
+  REQUIRE(eng.block_on(recover(second.get(), {}, "b2")).empty());
+  (void)eng.block_on(write_and_precommit(first.get(), "a", 20, 1));
+  (void)eng.block_on(write_and_precommit(second.get(), "b", 20, 1));
+  CHECK(eng.block_on(commit(first.get(), 1)).empty());
+  CHECK(eng.block_on(commit(second.get(), 1)).empty());
+  eng.block_on(first->close());
+  eng.block_on(second->close());
+  auto got = read_committed(cluster.bootstrap(), "out", 1, 40);
+  std::multiset<std::string> want;
+  for (int i = 0; i < 20; ++i) want.insert("a" + std::to_string(i));
+  for (int i = 0; i < 20; ++i) want.insert("b" + std::to_string(i));
   CHECK(as_set(got) == want);
 }

@@ -60,8 +60,16 @@ task<io::result<std::vector<std::byte>>> write_and_precommit(dataflow::sink_conn
   co_return co_await s->precommit(id);
 }
 
+// A start of run `run` from a checkpoint's bytes (empty: a fresh start).
+task<io::result<void>> recover(dataflow::sink_connector<word_count>* s, std::vector<std::byte> state, std::string run) {
+  dataflow::sink_recovery from;
+  from.run = std::move(run);
+  from.fresh = state.empty();
+  from.precommitted = std::move(state);
+  co_return co_await s->recover(std::move(from));
+}
 task<io::result<void>> recover(dataflow::sink_connector<word_count>* s, std::vector<std::byte> state) {
-  co_return co_await s->recover(std::move(state));
+  return recover(s, std::move(state), "r1");
 }
 task<io::result<void>> commit(dataflow::sink_connector<word_count>* s, std::uint64_t id) { co_return co_await s->commit(id); }
 
@@ -134,7 +142,7 @@ TEST_CASE("a batch committed by commit and again by recover reaches a plain inse
   auto second = make_sink(pg, "events", {});
   ok(sync_wait(recover(second.get(), state)));  // a restart from checkpoint 1: applied already
   REQUIRE(count_of(pg, "SELECT count(*) FROM events") == 3);
-  REQUIRE(count_of(pg, "SELECT checkpoint FROM sluice_commits WHERE job = 'wc' AND task = 7") == 1);
+  REQUIRE(count_of(pg, "SELECT checkpoint FROM sluice_commits WHERE job = 'wc/r1' AND task = 7") == 1);
 }
 
 TEST_CASE("a batch of a lower checkpoint after a higher one is a no-op", "[postgres][sink]") {
@@ -153,6 +161,33 @@ TEST_CASE("a batch of a lower checkpoint after a higher one is a no-op", "[postg
   ok(sync_wait(commit(old.get(), 1)));
   REQUIRE(count_of(pg, "SELECT count(*) FROM events") == 1);
   REQUIRE(count_of(pg, "SELECT count(*) FROM events WHERE word = 'early'") == 0);
+}
+
+TEST_CASE("two runs of jobs of one name into one database each get their rows (markers keyed on the run)",
+          "[postgres][sink]") {
+  SLUICE_SKIP_WITHOUT_POSTGRES();
+  test::temp_dir dir;
+  test::postgres_server pg(dir.path());
+  pg.start();
+  must(sync_wait(run(pg.conninfo(), "CREATE TABLE counts_a (word text primary key, count bigint)")));
+  must(sync_wait(run(pg.conninfo(), "CREATE TABLE counts_b (word text primary key, count bigint)")));
+  // Both are task 7 of job "wc": keyed on the job's name, b's checkpoint 1 looked applied already.
+  auto a = make_sink(pg, "counts_a", {"word"});
+  ok(sync_wait(recover(a.get(), {}, "aaaa")));
+  (void)sync_wait(write_and_precommit(a.get(), {{"x", 1}, {"y", 2}}, 1)).value();
+  ok(sync_wait(commit(a.get(), 1)));
+  auto b = make_sink(pg, "counts_b", {"word"});
+  ok(sync_wait(recover(b.get(), {}, "bbbb")));
+  (void)sync_wait(write_and_precommit(b.get(), {{"z", 3}}, 1)).value();
+  ok(sync_wait(commit(b.get(), 1)));
+  // A fresh start of a's job (a new run) into a's table again: its checkpoint 1 is applied too.
+  auto again = make_sink(pg, "counts_a", {"word"});
+  ok(sync_wait(recover(again.get(), {}, "cccc")));
+  (void)sync_wait(write_and_precommit(again.get(), {{"x", 10}}, 1)).value();
+  ok(sync_wait(commit(again.get(), 1)));
+  REQUIRE(count_of(pg, "SELECT count(*) FROM counts_b") == 1);
+  REQUIRE(count_of(pg, "SELECT count FROM counts_a WHERE word = 'x'") == 10);
+  REQUIRE(count_of(pg, "SELECT count(*) FROM sluice_commits WHERE job LIKE 'wc/%'") == 3);
 }
 
 namespace {

@@ -114,11 +114,25 @@ class source_connector {
   virtual std::optional<source_progress> progress() const noexcept { return std::nullopt; }
 };
 
+// What a sink starts from (sink_connector::recover).
+struct sink_recovery {
+  // This sink task's run of output: made at random when the job starts without a checkpoint, then
+  // kept in every checkpoint, so a restore from any of them gives it back. Two jobs (even of the same
+  // name, into the same table, stream or cluster) never share one, nor does a job started afresh
+  // with its earlier run. Key whatever the sink leaves outside the job on it (commit markers, message
+  // ids, transactional ids): keyed on the job's name, a second job's output would be taken for the
+  // first one's and dropped.
+  std::string run;
+  // What precommit returned for the checkpoint resumed from; empty on a fresh start.
+  std::vector<std::byte> precommitted;
+  bool fresh = true;  // no checkpoint: nothing of this run was committed
+};
+
 template <class T>
 class sink_connector {
  public:
   virtual ~sink_connector() = default;
-  virtual runtime::task<io::result<void>> recover(std::vector<std::byte> precommitted) = 0;
+  virtual runtime::task<io::result<void>> recover(sink_recovery from) = 0;
   virtual runtime::task<io::result<void>> write(const T& record) = 0;
   virtual runtime::task<io::result<std::vector<std::byte>>> precommit(snapshot::checkpoint_id id) = 0;
   virtual runtime::task<io::result<void>> commit(snapshot::checkpoint_id id) = 0;

@@ -25,6 +25,14 @@
 
 namespace sluice::dataflow {
 
+namespace detail {
+// A sink's checkpointed bytes: its run (sink_recovery::run) and then the connector's own. Empty
+// state (a fresh start) unframes to a new run; state that does not unframe is an error naming it.
+std::string new_sink_run();
+std::vector<std::byte> frame_sink_state(const std::string& run, std::vector<std::byte> body);
+io::result<sink_recovery> unframe_sink_state(std::vector<std::byte> state);
+}  // namespace detail
+
 template <class T>
 class connector_source final : public source_head {
  public:
@@ -100,11 +108,17 @@ class connector_sink_tail final : public output_tail, public collector<T>, publi
     co_return io::result<void>();
   }
   bool is_sink() const noexcept override { return true; }
+  // The checkpoint keeps the connector's bytes behind its run (sink_recovery::run).
   runtime::task<io::result<void>> recover(std::vector<std::byte> state) override {
-    return connector_->recover(std::move(state));
+    io::result<sink_recovery> from = detail::unframe_sink_state(std::move(state));
+    if (!from) co_return std::move(from).error();
+    run_ = from.value().run;
+    co_return co_await connector_->recover(std::move(from).value());
   }
   runtime::task<io::result<std::vector<std::byte>>> snapshot(snapshot::checkpoint_id id) override {
-    return connector_->precommit(id);
+    io::result<std::vector<std::byte>> bytes = co_await connector_->precommit(id);
+    if (!bytes) co_return bytes;
+    co_return detail::frame_sink_state(run_, std::move(bytes).value());
   }
   runtime::task<io::result<void>> commit(snapshot::checkpoint_id id) override { return connector_->commit(id); }
   runtime::task<void> close() override { return connector_->close(); }
@@ -129,6 +143,7 @@ class connector_sink_tail final : public output_tail, public collector<T>, publi
   static clock::time_point now() noexcept { return runtime::executor::current()->now(); }
 
   std::unique_ptr<sink_connector<W>> connector_;
+  std::string run_;
   std::function<W(const T&)> convert_;
   sink_options options_;
   clock::time_point next_due_{};

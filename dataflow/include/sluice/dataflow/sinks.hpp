@@ -17,8 +17,9 @@ namespace sluice::dataflow {
 class file_lines_sink final : public sink_connector<std::string> {
  public:
   file_lines_sink(std::string dir, snapshot::task_id task) : sink_(std::move(dir), task) {}
-  runtime::task<io::result<void>> recover(std::vector<std::byte> precommitted) override {
-    co_return co_await sink_.recover(precommitted);
+  // The run is not needed: the job's marker in the directory keeps other jobs out (job_runner.hpp).
+  runtime::task<io::result<void>> recover(sink_recovery from) override {
+    co_return co_await sink_.recover(from.precommitted);
   }
   runtime::task<io::result<void>> write(const std::string& line) override { return sink_.write(line); }
   runtime::task<io::result<std::vector<std::byte>>> precommit(snapshot::checkpoint_id id) override {

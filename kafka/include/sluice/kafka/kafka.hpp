@@ -39,16 +39,20 @@
 // - precommit(id) closes the interval's batch and returns, as the bytes kept in checkpoint id,
 //   every batch not yet committed (id and records).
 // - commit(id) produces every batch j <= id in ONE Kafka transaction (transactional.id
-//   "<job>-<task>") together with a MARKER: send_offsets_to_transaction of the consumer group
-//   "sluice.<job>.<task>" committing offset = id on partition 0 of the output topic. The records
+//   "<job>-<run>-<task>", the run being dataflow::sink_recovery::run: random at a fresh start,
+//   kept in the checkpoints) together with a MARKER: send_offsets_to_transaction of the consumer
+//   group "sluice.<job>.<run>.<task>" committing offset = id on partition 0 of the output topic. The records
 //   and the marker become visible atomically, or neither does.
 // - recover(bytes) runs init_transactions (which fences and aborts anything a previous incarnation
 //   left open), reads the marker back with rd_kafka_committed() and commits the batches in the
 //   bytes whose id is above it; those at or below it were committed already (a repeat is a no-op).
 // So a checkpoint's records are in the topic once, for readers with isolation.level=
-// read_committed. Not covered: read_uncommitted readers can see records of aborted transactions;
-// two jobs with the same job name and task write with the same transactional.id and fence each
-// other; a marker group deleted by hand, or expired by the broker (offsets.retention.minutes, 7 days
+// read_committed. Two jobs of one name, and a job and its own fresh restart, have transactional
+// ids and markers of their own. Not covered: read_uncommitted readers can see records of aborted
+// transactions; a transaction left open by a run that died before its first checkpoint is not
+// fenced by the fresh start that follows (a new run): the broker aborts it after its transaction
+// timeout (librdkafka's default: 60 s), and read_committed readers of its partitions wait until
+// then; each fresh start leaves a marker group per task behind; a marker group deleted by hand, or expired by the broker (offsets.retention.minutes, 7 days
 // by default, for a group without members), makes a recover from a checkpoint older than that
 // commit its batch again. A sink task's memory is what its uncommitted checkpoints wrote.
 // An error of a commit (including an ambiguous one) fails the task; the restart's recover decides
@@ -106,8 +110,10 @@ kafka_options parse_kafka_url(std::string_view url);
 dataflow::source_spec<std::string> kafka_source_spec(std::string_view url);
 dataflow::sink_spec<std::string> kafka_sink_spec(std::string_view url);
 
-// The marker group of a sink task ("sluice.<job>.<task>") and its transactional.id ("<job>-<task>").
-std::string marker_group(const dataflow::connector_context& ctx);
-std::string transactional_id(const dataflow::connector_context& ctx);
+// The marker group of a sink task's run ("sluice.<job>.<run>.<task>") and its transactional.id
+// ("<job>-<run>-<task>"); `run` is dataflow::sink_recovery::run, so two jobs of one name never
+// share a marker or fence each other, and a resume of the run fences its earlier incarnation.
+std::string marker_group(const dataflow::connector_context& ctx, const std::string& run);
+std::string transactional_id(const dataflow::connector_context& ctx, const std::string& run);
 
 }  // namespace sluice::kafka

@@ -19,7 +19,8 @@
 // jetstream_sink (records: payloads, published on one subject)
 //   - write() stages in memory; precommit(id) turns the staged records into batch `id` and returns
 //     every batch not yet committed, encoded; commit(id) publishes each batch <= id with
-//     Nats-Msg-Id "<job>/<task>/<checkpoint>/<n>", many in flight, waits for every PubAck, then
+//     Nats-Msg-Id "<job>.<run>/<task>/<checkpoint>/<n>" (the run: dataflow::sink_recovery, so two
+//     jobs of one name never share ids, nor does a fresh start), many in flight, waits for every PubAck, then
 //     forgets them. recover(bytes) publishes the batches in `bytes` again: JetStream drops the ones
 //     it already stored (PubAck duplicate=true).
 //   - Exactly once holds ONLY IF a replay comes within the stream's duplicate_window (2 min by

@@ -6,7 +6,7 @@
 // encoded, as the bytes kept in checkpoint id. commit(id) applies each pending batch j <= id, in
 // ascending order, each in ONE transaction with this task's commit marker:
 //   BEGIN;
-//   INSERT INTO sluice_commits(job, task, checkpoint) VALUES ($1, $2, j)
+//   INSERT INTO sluice_commits(job, task, checkpoint) VALUES ('<job name>/<run>', $2, j)
 //     ON CONFLICT (job, task) DO UPDATE SET checkpoint = EXCLUDED.checkpoint
 //     WHERE sluice_commits.checkpoint < EXCLUDED.checkpoint;
 //   -- no row affected: batch j (or a later one) is already applied: ROLLBACK, done
@@ -19,9 +19,11 @@
 // transaction, however often commit/recover repeat it, because the marker row and the rows commit
 // together. With key columns, rows are upserts (the last row of a key within a batch wins; a batch
 // holds a key once, as ON CONFLICT DO UPDATE requires); without, plain INSERTs, exact too thanks to
-// the marker. Not covered: writers other than this job to the same rows; two jobs with the same
-// name and task ids (they share markers); rows staged after the last completed checkpoint (never
-// written: a bounded job takes a last checkpoint first).
+// the marker. The marker is keyed on the sink's run (dataflow::sink_recovery::run), not the job's
+// name: two jobs of one name into one database, or a job started afresh, have markers of their own
+// (each fresh start leaves one small row per task behind). Not covered: writers other than this job
+// to the same rows; rows staged after the last completed checkpoint (never written: a bounded job
+// takes a last checkpoint first).
 //
 // Why not PREPARE TRANSACTION (2PC)? It needs max_prepared_transactions > 0 on the server (0 by
 // default); a prepared transaction holds its row locks across the checkpoint interval, so the next
@@ -66,7 +68,8 @@ struct table_spec {
 class row_sink {
  public:
   row_sink(table_spec spec, std::string job, std::uint64_t task);
-  runtime::task<io::result<void>> recover(std::vector<std::byte> precommitted);
+  // Sets the marker's key (`job` then "<job name>/<run>") and applies the resumed batches.
+  runtime::task<io::result<void>> recover(dataflow::sink_recovery from);
   void stage(row r) { staged_.push_back(std::move(r)); }
   std::vector<std::byte> precommit(std::uint64_t id);
   runtime::task<io::result<void>> commit(std::uint64_t id);
@@ -79,7 +82,8 @@ class row_sink {
   runtime::task<io::result<void>> apply_in_transaction(batch b);
 
   table_spec spec_;
-  std::string job_;
+  std::string name_;  // the job's
+  std::string job_;   // the marker's key: "<name>/<run>"
   std::uint64_t task_;
   connection conn_;
   std::vector<row> staged_;
@@ -91,8 +95,8 @@ class sink final : public dataflow::sink_connector<T> {
  public:
   sink(table_spec spec, std::function<row(const T&)> to_row, const dataflow::connector_context& ctx)
       : rows_(std::move(spec), ctx.job, ctx.task), to_row_(std::move(to_row)) {}
-  runtime::task<io::result<void>> recover(std::vector<std::byte> precommitted) override {
-    co_return co_await rows_.recover(std::move(precommitted));
+  runtime::task<io::result<void>> recover(dataflow::sink_recovery from) override {
+    co_return co_await rows_.recover(std::move(from));
   }
   runtime::task<io::result<void>> write(const T& record) override {
     rows_.stage(to_row_(record));

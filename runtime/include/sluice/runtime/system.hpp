@@ -66,6 +66,10 @@ class system {
 
   // The wall clock (what a manifest's timestamp records).
   virtual std::chrono::system_clock::time_point wall_now() noexcept = 0;
+
+  // 64 random bits (what names a sink's run, dataflow::sink_recovery): getrandom() on the host; the
+  // simulation draws them from its seed, so a seed replays the same names.
+  virtual std::uint64_t random_bits() noexcept;
 };
 
 // The real kernel.

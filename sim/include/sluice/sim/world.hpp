@@ -140,6 +140,7 @@ class world final : public runtime::simulation, public runtime::system {
   // Time passes for the sleeper only: nothing else runs meanwhile (it is a blocking call).
   int nanosleep(std::chrono::nanoseconds duration) noexcept override;
   std::chrono::system_clock::time_point wall_now() noexcept override;
+  std::uint64_t random_bits() noexcept override { return random_.next(); }
 
   // Prints one trace line (when tracing) and folds `a`, `b` into the trace hash.
   void note(const char* what, std::int64_t a, std::int64_t b, const std::string& detail = {});
