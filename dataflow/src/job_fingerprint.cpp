@@ -384,6 +384,20 @@ std::vector<std::string> fingerprint_differences(const job_fingerprint& taken, c
   return out;
 }
 
+namespace {
+
+// The version of a fingerprint that names one older than this build's, or nullopt.
+std::optional<std::uint32_t> older_version(std::string_view text) {
+  const std::string prefix = std::string(magic) + " ";
+  if (text.substr(0, prefix.size()) != prefix) return std::nullopt;
+  const std::string_view rest = text.substr(prefix.size());
+  const std::optional<std::uint32_t> v = parse_number<std::uint32_t>(rest.substr(0, rest.find('\n')));
+  if (!v || *v >= job_fingerprint_version) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
 std::optional<std::string> resume_refusal(const job_fingerprint& now, const snapshot::recovery_plan& plan,
                                           std::string_view checkpoint_dir) {
   if (!plan.checkpoint) return std::nullopt;
@@ -397,6 +411,12 @@ std::optional<std::string> resume_refusal(const job_fingerprint& now, const snap
                        id, checkpoint_dir, afresh);
   }
   const std::string_view text(reinterpret_cast<const char*>(it->second.data()), it->second.size());
+  if (const std::optional<std::uint32_t> older = older_version(text)) {
+    return fmt::format("checkpoint {} under '{}' was taken by an earlier sluice build (job fingerprint version {}; this "
+                       "build writes {}), whose operator and sink state this build cannot read; not resuming (nothing "
+                       "was changed): finish the job with the sluice build that took it, or {}",
+                       id, checkpoint_dir, *older, job_fingerprint_version, afresh);
+  }
   io::result<job_fingerprint> taken = decode_fingerprint(text);
   if (!taken) {
     return fmt::format("checkpoint {} under '{}' records a job fingerprint this build cannot read ({}); not resuming "

@@ -147,7 +147,7 @@ TEST_CASE("a fingerprint round-trips through its text form, odd bytes and all", 
   fp.stages[1].entries.push_back("odd=\x01\xff=%41 ");
   fp.inputs[0] = input_identity{0, "/data/with space/l.csv", 1048576, 0x1234abcd};
   const std::string text = encode_fingerprint(fp);
-  CHECK(text.rfind("sluice-fingerprint 1\njob a%20job%20%25%20with%20spaces%0Aand%20a%20newline\nstage  2 - 3\n", 0) == 0);
+  CHECK(text.rfind("sluice-fingerprint 2\njob a%20job%20%25%20with%20spaces%0Aand%20a%20newline\nstage  2 - 3\n", 0) == 0);
   CHECK(text.find("stage join 2 0,1 5\n") != std::string::npos);
   CHECK(text.find("input 0 1048576 1234abcd /data/with%20space/l.csv\n") != std::string::npos);
   auto back = decode_fingerprint(text);
@@ -162,14 +162,14 @@ TEST_CASE("a fingerprint that is damaged, cut short or of another version does n
     auto r = decode_fingerprint(t);
     return r.ok() ? std::string("decoded") : r.error().message();
   };
-  CHECK(error_of("sluice-fingerprint 2\njob x\n") == "job fingerprint: line 1: unsupported version 2 (this build reads 1)");
+  CHECK(error_of("sluice-fingerprint 3\njob x\n") == "job fingerprint: line 1: unsupported version 3 (this build reads 2)");
   CHECK(error_of(text.substr(0, text.size() - 1)) == "job fingerprint: cut short (no '\\n' at the end)");
-  CHECK(error_of("sluice-fingerprint 1\njob x\nstage a 1 - 2\nentry op=map\n") ==
+  CHECK(error_of("sluice-fingerprint 2\njob x\nstage a 1 - 2\nentry op=map\n") ==
         "job fingerprint: line 5: expected 'entry <key=value>'");
-  CHECK(error_of("sluice-fingerprint 1\njob x%4\n") == "job fingerprint: line 2: expected 'job <name>'");
-  CHECK(error_of("sluice-fingerprint 1\njob x\nstage a 1 3 0\n") ==
+  CHECK(error_of("sluice-fingerprint 2\njob x%4\n") == "job fingerprint: line 2: expected 'job <name>'");
+  CHECK(error_of("sluice-fingerprint 2\njob x\nstage a 1 3 0\n") ==
         "job fingerprint: line 3: upstream '3' is not an earlier stage");
-  CHECK(error_of("sluice-fingerprint 1\njob x\nstage a 1 - 0\ninput 4 1 00000000 p\n") ==
+  CHECK(error_of("sluice-fingerprint 2\njob x\nstage a 1 - 0\ninput 4 1 00000000 p\n") ==
         "job fingerprint: line 4: expected 'input <stage> <size_bytes> <crc32c> <path>'");
   for (std::size_t cut = 1; cut + 1 < text.size(); ++cut) {
     if (text[cut - 1] == '\n') continue;  // a cut after a whole line may still parse (fewer inputs)
@@ -321,8 +321,12 @@ TEST_CASE("resume_refusal lets a fresh start and a matching checkpoint through a
         "with empty checkpoint and output directories, or finish the job with the sluice build that wrote it");
   CHECK(resume_refusal(wordcount_identity(2), plan_with(std::nullopt, "sluice-fingerprint 9\n"), "chk") ==
         "checkpoint 7 under 'chk' records a job fingerprint this build cannot read (job fingerprint: line 1: "
-        "unsupported version 9 (this build reads 1)); not resuming (nothing was changed): start afresh with empty "
+        "unsupported version 9 (this build reads 2)); not resuming (nothing was changed): start afresh with empty "
         "checkpoint and output directories");
+  CHECK(resume_refusal(wordcount_identity(2), plan_with(std::nullopt, "sluice-fingerprint 1\njob wordcount\n"), "chk") ==
+        "checkpoint 7 under 'chk' was taken by an earlier sluice build (job fingerprint version 1; this build writes 2), "
+        "whose operator and sink state this build cannot read; not resuming (nothing was changed): finish the job with "
+        "the sluice build that took it, or start afresh with empty checkpoint and output directories");
 }
 
 TEST_CASE("a checkpoint of the word count before its combiner is refused, naming both chains and the build",

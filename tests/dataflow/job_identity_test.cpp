@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -308,15 +309,19 @@ TEST_CASE("a finished word count rerun with other arguments is refused, with the
   CHECK(published_lines(dir.file("out")) == published);
 }
 
-TEST_CASE("a checkpoint that records no fingerprint predates identity checks and is refused", "[dataflow][identity]") {
+namespace {
+
+// Runs a word count to its end, rewrites every manifest's metadata with `rewrite` (as an older build
+// wrote it), then runs it again: refused (exit 2) with `named` in the message, nothing changed.
+template <class Rewrite>
+void refused_after_rewrite(Rewrite rewrite, const std::string& named) {
   temp_dir dir;
   write_corpus_file(dir.file("input.txt"), 2'000, 9);
   const wordcount_args args{dir.file("input.txt"), dir.file("out")};
   REQUIRE(run_wordcount(dir, args).exit_code == 0);
-  // Rewrite every manifest as a build before fingerprints wrote it.
   for (const fs::path& chk : committed_checkpoint_dirs(dir.file("checkpoints"))) {
     auto m = manifest_of(chk);
-    REQUIRE(m.metadata.erase(std::string(sluice::snapshot::job_fingerprint_key)) == 1);
+    rewrite(m.metadata);
     std::ofstream(chk / "_manifest", std::ios::binary | std::ios::trunc) << sluice::snapshot::encode_manifest(m);
   }
   const auto checkpoints_before = tree_of(dir.file("checkpoints"));
@@ -325,10 +330,36 @@ TEST_CASE("a checkpoint that records no fingerprint predates identity checks and
   const job_result refused = run_wordcount(dir, args);
   INFO(refused.message);
   CHECK(refused.exit_code == 2);
-  CHECK(refused.message.find("records no job fingerprint: it predates job identity checks") != std::string::npos);
+  CHECK(refused.message.find(named) != std::string::npos);
   CHECK(refused.message.find(dir.file("checkpoints")) != std::string::npos);
   CHECK(tree_of(dir.file("checkpoints")) == checkpoints_before);
   CHECK(tree_of(dir.file("out")) == output_before);
+}
+
+using manifest_metadata = std::map<std::string, std::vector<std::byte>>;
+
+}  // namespace
+
+TEST_CASE("a checkpoint that records no fingerprint predates identity checks and is refused", "[dataflow][identity]") {
+  refused_after_rewrite(
+      [](manifest_metadata& meta) { REQUIRE(meta.erase(std::string(sluice::snapshot::job_fingerprint_key)) == 1); },
+      "records no job fingerprint: it predates job identity checks");
+}
+
+TEST_CASE("a checkpoint of an earlier build (fingerprint version 1) is refused before any sink reads its state",
+          "[dataflow][identity]") {
+  // Version 1 wrote sink state without the run's framing (sink_run.cpp).
+  refused_after_rewrite(
+      [](manifest_metadata& meta) {
+        const std::string now = "sluice-fingerprint " + std::to_string(job_fingerprint_version) + "\n";
+        auto& bytes = meta.at(std::string(sluice::snapshot::job_fingerprint_key));
+        std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        REQUIRE(text.rfind(now, 0) == 0);
+        text.replace(0, now.size(), "sluice-fingerprint 1\n");
+        const auto raw = std::as_bytes(std::span<const char>(text.data(), text.size()));
+        bytes.assign(raw.begin(), raw.end());
+      },
+      "was taken by an earlier sluice build (job fingerprint version 1");
 }
 
 TEST_CASE("run_job refuses a FIFO, a character device or a directory as input before it makes anything",

@@ -19,11 +19,12 @@
 //      carries it (snapshot::job_fingerprint_key).
 //   3. After plan_recovery and before any task exists, resume_refusal(fp, plan, dir) names every
 //      difference between the checkpoint's fingerprint and this run's (exit code 2), or is nullopt.
-//      A checkpoint without a fingerprint (written before there were any) is refused too.
+//      A checkpoint without a fingerprint (written before there were any), or with one of an older
+//      version (an earlier build whose operator or sink state this one cannot read), is refused too.
 //
 // Text form, one item per line, every string field escaped (%XX for '%', space, control and
 // non-ASCII bytes), so it reads with `cat` once unhexed:
-//   sluice-fingerprint 1
+//   sluice-fingerprint 2
 //   job wordcount
 //   stage read 2 - 3                    name parallelism upstreams(comma list, '-': none) entries
 //   entry source=read_lines
@@ -51,7 +52,9 @@
 
 namespace sluice::dataflow {
 
-inline constexpr std::uint32_t job_fingerprint_version = 1;
+// 2: the sinks' checkpointed state carries the run that keys what they leave outside (sink_run.hpp);
+// a checkpoint of version 1 holds sink state this build cannot read and is refused by name.
+inline constexpr std::uint32_t job_fingerprint_version = 2;
 
 struct stage_identity {
   std::string name;
