@@ -99,7 +99,7 @@ class kafka_bench final : public benchmark {
   double sink_seconds(runtime::engine& engine) {
     auto sink = kafka::make_kafka_sink({.brokers = brokers_, .topic = "in-sink"},
                                        kafka::test::context(fmt::format("bench{}", runs_++), 0, 1));
-    connectors::must(engine.block_on(sink->recover({})), "kafka sink recover");
+    connectors::must(engine.block_on(sink->recover(dataflow::recovery_of())), "kafka sink recover");
     const auto record = [](std::uint64_t) { return value; };
     engine.block_on(connectors::drive_sink<std::string>(sink.get(), 1, 1, record, 0));  // the warm-up
     const auto start = bench_clock::now();

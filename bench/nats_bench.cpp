@@ -272,7 +272,7 @@ class nats_bench final : public benchmark {
     ctx.job = fmt::format("bench{}", runs_++);  // message ids of its own: nothing is a duplicate
     const auto url = connectors::must(nats::parse_url(fmt::format("nats://127.0.0.1:{}/in.sink", port_)), "nats url");
     auto sink = nats::make_jetstream_sink(ctx, url);
-    connectors::must(engine.block_on(sink->recover({})), "jetstream sink recover");
+    connectors::must(engine.block_on(sink->recover(dataflow::recovery_of())), "jetstream sink recover");
     const auto start = bench_clock::now();
     engine.block_on(connectors::drive_sink<std::string>(sink.get(), records_, per_checkpoint_,
                                                         [](std::uint64_t) { return payload; }, 0));

@@ -139,7 +139,7 @@ class postgres_bench final : public benchmark {
     dataflow::connector_context ctx;
     ctx.job = fmt::format("bench{}", runs_++);  // a marker of its own
     auto sink = spec.make(ctx);
-    connectors::must(engine.block_on(sink->recover({})), "postgres sink recover");
+    connectors::must(engine.block_on(sink->recover(dataflow::recovery_of())), "postgres sink recover");
     const auto start = bench_clock::now();
     engine.block_on(connectors::drive_sink<std::uint64_t>(sink.get(), records_, per_checkpoint_,
                                                           [](std::uint64_t i) { return i; }, 0));

@@ -22,6 +22,30 @@ std::string new_sink_run() {
   return fmt::format("{:016x}", runtime::sys().random_bits());
 }
 
+}  // namespace sluice::dataflow::detail
+
+namespace sluice::dataflow {
+
+sink_recovery recovery_of(std::vector<std::byte> precommitted, std::string run) {
+  sink_recovery from;
+  from.run = run.empty() ? detail::new_sink_run() : std::move(run);
+  from.fresh = precommitted.empty();
+  from.precommitted = std::move(precommitted);
+  return from;
+}
+
+io::result<void> require_run(const sink_recovery& from, std::string_view sink) {
+  if (!from.run.empty()) return io::result<void>{};
+  return io::error(std::make_error_code(std::errc::invalid_argument),
+                   fmt::format("{}: recover() without a run (sink_recovery::run is empty; dataflow::recovery_of "
+                               "makes one): keyed on the job's name alone, its commits could be another job's",
+                               sink));
+}
+
+}  // namespace sluice::dataflow
+
+namespace sluice::dataflow::detail {
+
 std::vector<std::byte> frame_sink_state(const std::string& run, std::vector<std::byte> body) {
   std::vector<std::byte> out;
   out.reserve(2 + run.size() + body.size());

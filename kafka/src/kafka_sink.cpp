@@ -81,6 +81,7 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
   }
 
   runtime::task<io::result<void>> recover(dataflow::sink_recovery from) override {
+    if (auto named = dataflow::require_run(from, "kafka sink '" + options_.topic + "'"); !named) co_return named.error();
     run_ = std::move(from.run);
     where_ = "kafka sink '" + options_.topic + "' (transactional.id " + transactional_id(ctx_, run_) + ")";
     std::vector<batch> batches = decode_batches(from.precommitted);
@@ -231,7 +232,7 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
 
 namespace {
 std::string with_run(const dataflow::connector_context& ctx, const std::string& run, const char* sep) {
-  return ctx.job + (run.empty() ? "" : sep + run) + sep + std::to_string(ctx.task);
+  return ctx.job + sep + run + sep + std::to_string(ctx.task);
 }
 }  // namespace
 

@@ -23,7 +23,8 @@ class jetstream_sink final : public dataflow::sink_connector<std::string> {
   runtime::task<io::result<void>> recover(dataflow::sink_recovery from) override {
     // Message ids "<job>.<run>/<task>/<checkpoint>/<n>": a replay of this run repeats them (and
     // JetStream drops it), another job's or a fresh start's never does.
-    id_prefix_ = from.run.empty() ? ctx_.job : ctx_.job + "." + from.run;
+    if (auto named = dataflow::require_run(from, "jetstream sink '" + url_.name + "'"); !named) co_return named.error();
+    id_prefix_ = ctx_.job + "." + from.run;
     auto c = co_await connection::connect(url_.server);
     if (!c) co_return c.error();
     conn_ = std::move(c).value();

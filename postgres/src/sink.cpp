@@ -113,7 +113,8 @@ runtime::task<io::result<void>> row_sink::ensure_connected() {
 runtime::task<io::result<void>> row_sink::recover(dataflow::sink_recovery from) {
   staged_.clear();
   pending_.clear();
-  if (!from.run.empty()) job_ = name_ + "/" + from.run;
+  if (auto named = dataflow::require_run(from, "postgresql sink"); !named) co_return named.error();
+  job_ = name_ + "/" + from.run;
   auto up = co_await ensure_connected();
   if (!up.ok()) co_return up.error();
   std::vector<batch> batches = from.precommitted.empty() ? std::vector<batch>{} : decode_batches(from.precommitted);  // empty: a fresh start

@@ -26,11 +26,7 @@ constexpr std::int16_t api_end_txn = 26;
 
 // A start of run `run` from a checkpoint's bytes (empty: a fresh start).
 rt::task<std::string> recover(df::sink_connector<std::string>* s, std::vector<std::byte> bytes, std::string run) {
-  df::sink_recovery from;
-  from.run = std::move(run);
-  from.fresh = bytes.empty();
-  from.precommitted = std::move(bytes);
-  auto r = co_await s->recover(std::move(from));
+  auto r = co_await s->recover(df::recovery_of(std::move(bytes), std::move(run)));
   co_return r ? std::string() : r.error().message();
 }
 rt::task<std::string> recover(df::sink_connector<std::string>* s, std::vector<std::byte> bytes) {

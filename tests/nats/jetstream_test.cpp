@@ -147,15 +147,6 @@ TEST_CASE("two jetstream source tasks split the stream by sequence modulo parall
 
 namespace {
 
-// A sink's start as run `run` from a checkpoint's bytes (none: a fresh start).
-dataflow::sink_recovery start_of(std::string run, std::vector<std::byte> bytes = {}) {
-  dataflow::sink_recovery from;
-  from.run = std::move(run);
-  from.fresh = bytes.empty();
-  from.precommitted = std::move(bytes);
-  return from;
-}
-
 // Two sinks, task 7 of a job "j" each, runs r1 and r2, publish a batch each into subject "out".
 task<std::string> two_runs_publish(std::uint16_t port) {
   const auto url = url_of(port, "out");
@@ -165,7 +156,7 @@ task<std::string> two_runs_publish(std::uint16_t port) {
   const std::vector<std::string> runs{"r1", "r2"};
   for (const std::string& run : runs) {
     auto sink = nats::make_jetstream_sink(ctx, url);
-    (co_await sink->recover(start_of(run))).value();
+    (co_await sink->recover(dataflow::recovery_of({}, run))).value();
     const std::vector<std::string> records{"a" + run, "b" + run};
     for (const std::string& r : records) (co_await sink->write(r)).value();
     (void)(co_await sink->precommit(1)).value();
@@ -185,7 +176,7 @@ task<std::string> sink_commits_then_recovers(std::uint16_t port) {
   ctx.job = "j";
   ctx.task = 7;
   auto sink = nats::make_jetstream_sink(ctx, url);
-  (co_await sink->recover(start_of("r1"))).value();  // creates stream "out"
+  (co_await sink->recover(dataflow::recovery_of({}, "r1"))).value();  // creates stream "out"
   for (const char* r : {"a", "b", "c"}) (co_await sink->write(r)).value();
   auto at1 = (co_await sink->precommit(1)).value();
   (void)at1;
@@ -194,7 +185,7 @@ task<std::string> sink_commits_then_recovers(std::uint16_t port) {
   (co_await sink->commit(1)).value();  // a, b, c published; then the task "crashes" before commit(2)
   co_await sink->close();
   auto again = nats::make_jetstream_sink(ctx, url);
-  (co_await again->recover(start_of("r1", at2))).value();  // publishes batch 1 again (dropped as duplicates) and batch 2
+  (co_await again->recover(dataflow::recovery_of(at2, "r1"))).value();  // publishes batch 1 again (dropped as duplicates) and batch 2
   (co_await again->commit(2)).value();     // idempotent: nothing left
   co_await again->close();
   auto c = (co_await nats::connection::connect(io::address::loopback_v4(port))).value();

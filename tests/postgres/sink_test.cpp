@@ -62,11 +62,7 @@ task<io::result<std::vector<std::byte>>> write_and_precommit(dataflow::sink_conn
 
 // A start of run `run` from a checkpoint's bytes (empty: a fresh start).
 task<io::result<void>> recover(dataflow::sink_connector<word_count>* s, std::vector<std::byte> state, std::string run) {
-  dataflow::sink_recovery from;
-  from.run = std::move(run);
-  from.fresh = state.empty();
-  from.precommitted = std::move(state);
-  co_return co_await s->recover(std::move(from));
+  co_return co_await s->recover(dataflow::recovery_of(std::move(state), std::move(run)));
 }
 task<io::result<void>> recover(dataflow::sink_connector<word_count>* s, std::vector<std::byte> state) {
   return recover(s, std::move(state), "r1");

@@ -20,10 +20,13 @@
 //   close()             at the end of the task, whether it ended well or not.
 //
 // A SINK is two-phase. The task calls, one at a time:
-//   recover(precommitted)  once, before any write: connect, then finish what the checkpoint the job
-//                          resumes from pre-committed (the bytes precommit() returned there; empty
-//                          on a fresh start): commit it if it is not committed yet, and discard
-//                          anything this task staged after it (the replay writes it again).
+//   recover(from)          once, before any write: connect, then finish what the checkpoint the job
+//                          resumes from pre-committed (from.precommitted, the bytes precommit()
+//                          returned there; empty on a fresh start): commit it if it is not committed
+//                          yet, and discard anything this task staged after it (the replay writes it
+//                          again). Key what the sink leaves outside (markers, message ids,
+//                          transactional ids) on from.run, never on the job's name alone: see
+//                          sink_recovery below.
 //   write(record)          stage one record; may await (its I/O, backpressure). `record` stays valid
 //                          until the returned task completes.
 //   precommit(id)          at barrier `id`, after every write before it: make what was staged since
@@ -58,6 +61,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sluice::dataflow {
@@ -127,6 +131,13 @@ struct sink_recovery {
   std::vector<std::byte> precommitted;
   bool fresh = true;  // no checkpoint: nothing of this run was committed
 };
+
+// A start for a sink driven outside a job (a bench, a test, an embedder's own loop): from the
+// bytes precommit returned (none: a fresh start), as run `run` (empty: a new random run). Inside a
+// job the stage makes this itself; a sink refuses an empty run rather than key on the name alone.
+sink_recovery recovery_of(std::vector<std::byte> precommitted = {}, std::string run = {});
+// A sink's recover() starts with this: an error naming `sink` when from.run is empty.
+io::result<void> require_run(const sink_recovery& from, std::string_view sink);
 
 template <class T>
 class sink_connector {

@@ -43,16 +43,17 @@
 //   kept in the checkpoints) together with a MARKER: send_offsets_to_transaction of the consumer
 //   group "sluice.<job>.<run>.<task>" committing offset = id on partition 0 of the output topic. The records
 //   and the marker become visible atomically, or neither does.
-// - recover(bytes) runs init_transactions (which fences and aborts anything a previous incarnation
-//   left open), reads the marker back with rd_kafka_committed() and commits the batches in the
-//   bytes whose id is above it; those at or below it were committed already (a repeat is a no-op).
+// - recover(from) runs init_transactions (which fences and aborts anything a previous incarnation
+//   its run left open), reads the marker back with rd_kafka_committed() and commits the batches in
+//   from.precommitted whose id is above it; those at or below it were committed already (a repeat is a no-op).
 // So a checkpoint's records are in the topic once, for readers with isolation.level=
 // read_committed. Two jobs of one name, and a job and its own fresh restart, have transactional
 // ids and markers of their own. Not covered: read_uncommitted readers can see records of aborted
-// transactions; a transaction left open by a run that died before its first checkpoint is not
-// fenced by the fresh start that follows (a new run): the broker aborts it after its transaction
-// timeout (librdkafka's default: 60 s), and read_committed readers of its partitions wait until
-// then; each fresh start leaves a marker group per task behind; a marker group deleted by hand, or expired by the broker (offsets.retention.minutes, 7 days
+// transactions; a transaction is opened only by commit(id), after checkpoint id completed, and a
+// restart from a checkpoint fences what its run left open, but a run killed mid-commit and never
+// resumed (its checkpoints deleted, or the job started afresh: a new run) leaves it to the broker,
+// which aborts it after its transaction timeout (librdkafka's default: 60 s); read_committed
+// readers of its partitions wait until then; each fresh start leaves a marker group per task behind; a marker group deleted by hand, or expired by the broker (offsets.retention.minutes, 7 days
 // by default, for a group without members), makes a recover from a checkpoint older than that
 // commit its batch again. A sink task's memory is what its uncommitted checkpoints wrote.
 // An error of a commit (including an ambiguous one) fails the task; the restart's recover decides

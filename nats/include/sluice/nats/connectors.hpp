@@ -21,7 +21,7 @@
 //     every batch not yet committed, encoded; commit(id) publishes each batch <= id with
 //     Nats-Msg-Id "<job>.<run>/<task>/<checkpoint>/<n>" (the run: dataflow::sink_recovery, so two
 //     jobs of one name never share ids, nor does a fresh start), many in flight, waits for every PubAck, then
-//     forgets them. recover(bytes) publishes the batches in `bytes` again: JetStream drops the ones
+//     forgets them. recover(from) publishes the batches in from.precommitted again: JetStream drops the ones
 //     it already stored (PubAck duplicate=true).
 //   - Exactly once holds ONLY IF a replay comes within the stream's duplicate_window (2 min by
 //     default) of the first publish of the same id: a restart later than that publishes a batch

@@ -12,7 +12,7 @@
 //   -- no row affected: batch j (or a later one) is already applied: ROLLBACK, done
 //   INSERT INTO table(columns) VALUES (...), (...) ... [ON CONFLICT (keys) DO UPDATE SET ...];
 //   COMMIT;
-// recover(state) connects, creates sluice_commits if missing, and applies the state's batches the
+// recover(from) connects, creates sluice_commits if missing, and applies from.precommitted's batches the
 // same way (a repeat is a no-op thanks to the marker); what was staged after it is discarded.
 //
 // Exactly once here means: each checkpoint's rows reach the table in exactly one committed
