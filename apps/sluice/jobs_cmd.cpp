@@ -154,6 +154,17 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what, 
   return r.exit_code;
 }
 
+// An input: a file that exists (PATH or file:///PATH), or a stream's URL, which parse_lines_input
+// checks when the job is built and says what is wrong with.
+CLI::Validator file_or_stream() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (is_connector_url(v)) return {};
+        return CLI::ExistingFile(v.rfind("file://", 0) == 0 ? v.substr(7) : v);
+      },
+      "FILE|URL");
+}
+
 }  // namespace
 
 void add_wordcount_options(CLI::App& command, wordcount_cli& o) {
@@ -162,12 +173,7 @@ void add_wordcount_options(CLI::App& command, wordcount_cli& o) {
                   "What to count the words of: a text file (PATH or file:///PATH), a JetStream stream "
                   "(nats://HOST:PORT/STREAM, a message a line) or a Kafka topic (kafka://BROKERS/TOPIC)")
       ->required()
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            if (is_connector_url(v)) return {};  // parse_lines_input says what is wrong with one
-            return CLI::ExistingFile(v.rfind("file://", 0) == 0 ? v.substr(7) : v);
-          },
-          "FILE|URL"));
+      ->check(file_or_stream());
   command
       .add_option("--output", o.output,
                   "Where the counts go: a directory for the published output files ('word count' lines), "
@@ -211,10 +217,21 @@ int run_wordcount(const wordcount_cli& o) {
 }
 
 void add_join_options(CLI::App& command, join_cli& o) {
-  command.add_option("--left", o.left, "Left input: CSV lines 'key,timestamp_ms,payload' sorted by timestamp")
+  command
+      .add_option("--left", o.left,
+                  "Left input: CSV lines 'key,timestamp_ms,payload' sorted by timestamp, in a file (PATH or "
+                  "file:///PATH), a JetStream stream (nats://HOST:PORT/STREAM) or a Kafka topic "
+                  "(kafka://BROKERS/TOPIC), a message a line")
       ->required()
-      ->check(CLI::ExistingFile);
-  command.add_option("--right", o.right, "Right input, like --left")->required()->check(CLI::ExistingFile);
+      ->check(file_or_stream());
+  command.add_option("--right", o.right, "Right input, like --left")->required()->check(file_or_stream());
+  command.add_flag("--bounded", o.bounded,
+                   "A stream input ends where the stream ended when the job first started (a resumed job stops "
+                   "at the same place)");
+  add_number_option(command, "--max-out-of-orderness-ms", o.max_out_of_orderness_ms,
+                    "How far behind the latest line of a stream input a line may come (watermarks trail the "
+                    "latest timestamp by this; a line further behind fails the job). A file must be sorted",
+                    0, limits::max_span_ms);
   command.add_option("--output", o.output,
                      "Directory for the published output files ('window_start key left_payload right_payload' "
                      "lines), or nats://HOST:PORT/SUBJECT or kafka://BROKERS/TOPIC (a message a line)")
@@ -227,8 +244,12 @@ void add_join_options(CLI::App& command, join_cli& o) {
 
 int run_join(const join_cli& o) {
   return run_sample("join", o.job, [&o](dataflow::job_builder& job) {
-    dataflow::join_options options{o.left, o.right, "", o.job.parallelism, o.window_ms,
-                                   std::chrono::microseconds(o.slow_sink_us), std::nullopt};
+    dataflow::join_options options;
+    options.parallelism = o.job.parallelism;
+    options.window_ms = o.window_ms;
+    options.slow_sink = std::chrono::microseconds(o.slow_sink_us);
+    options.max_out_of_orderness_ms = o.max_out_of_orderness_ms;
+    set_join_io(options, o.left, o.right, o.bounded);
     set_join_output(options, o.output);
     dataflow::build_join(job, options);
   });

@@ -44,6 +44,8 @@ struct join_cli {
   std::string output;
   std::uint64_t window_ms = 0;
   std::uint64_t slow_sink_us = 0;
+  bool bounded = false;
+  std::uint64_t max_out_of_orderness_ms = 0;
   job_cli_options job;
 };
 

@@ -1,3 +1,4 @@
+#include <sluice/dataflow/event_time.hpp>
 #include <sluice/dataflow/join.hpp>
 #include <sluice/dataflow/samples.hpp>
 #include <sluice/dataflow/sinks.hpp>
@@ -110,10 +111,14 @@ void build_join(job_builder& job, const join_options& o) {
   if (o.window_ms == 0) throw std::invalid_argument("join: --window-ms must be at least 1");
   // Rows cross the key exchange as (key, timestamp, payload) tuples.
   using row = std::tuple<std::string, std::uint64_t, std::string>;
-  const auto side = [&](const char* name, const std::string& path) {
-    return job
-        .read_timed_lines(name, path, o.parallelism,
-                          [](std::string_view line) { return parse_join_row(line).timestamp_ms; })
+  const auto timestamp = [](std::string_view line) { return parse_join_row(line).timestamp_ms; };
+  const auto side = [&](const char* name, const std::string& path, const std::optional<source_spec<std::string>>& src) {
+    const event_time_options timing{o.max_out_of_orderness_ms, late_policy::fail};
+    return (src ? job.read_from<std::string>(
+                      name, o.parallelism,
+                      with_event_time<std::string>(*src, [timestamp](const std::string& l) { return timestamp(l); },
+                                                   timing))
+                : job.read_timed_lines(name, path, o.parallelism, timestamp))
         .map<row>([](const std::string& line) {
           join_row r = parse_join_row(line);
           return row(std::move(r.key), r.timestamp_ms, std::move(r.payload));
@@ -121,9 +126,9 @@ void build_join(job_builder& job, const join_options& o) {
         .key_by<std::string>([](const row& r) { return std::get<0>(r); });
   };
   const auto time = [](const row& r) { return std::get<1>(r); };
-  side("left", o.left)
+  side("left", o.left, o.left_source)
       .window_join<row, std::string>(
-          side("right", o.right), "join", o.parallelism, o.window_ms, time, time,
+          side("right", o.right, o.right_source), "join", o.parallelism, o.window_ms, time, time,
           [](std::uint64_t start, const std::string& key, const row& l, const row& r) {
             std::string out = std::to_string(start);
             out.append(" ").append(key).append(" ").append(std::get<2>(l)).append(" ").append(std::get<2>(r));

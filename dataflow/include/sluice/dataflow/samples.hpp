@@ -8,7 +8,10 @@
 // join: two CSV inputs of lines "key,timestamp_ms,payload" (payload: the rest of the line, commas
 // and all), each sorted by timestamp. Output lines "window_start key left_payload right_payload" for
 // every left and right line with equal keys in the same tumbling window of window_ms
-// (window_start = timestamp rounded down to a multiple of window_ms).
+// (window_start = timestamp rounded down to a multiple of window_ms). An input may be a source
+// (a stream: JetStream, Kafka): its watermarks then come from the lines' timestamps
+// (event_time.hpp), a line at most max_out_of_orderness_ms behind the latest one; a line further
+// behind fails the job, naming it, as an unsorted file does.
 
 #include <sluice/dataflow/connector.hpp>
 #include <sluice/dataflow/job.hpp>
@@ -48,13 +51,16 @@ struct wordcount_options {
 void build_wordcount(job_builder& job, const wordcount_options& options);
 
 struct join_options {
-  std::string left;
+  std::string left;   // a file, or what left_source reads (for the messages)
   std::string right;
   std::string output_dir;  // unless line_sink is given
   std::size_t parallelism = 2;
   std::uint64_t window_ms = 1000;
   std::chrono::microseconds slow_sink{0};  // the least time the sink spends per output line
   std::optional<sink_spec<std::string>> line_sink;  // the output lines into a connector instead
+  std::optional<source_spec<std::string>> left_source;  // a stream instead of the file `left`
+  std::optional<source_spec<std::string>> right_source;
+  std::uint64_t max_out_of_orderness_ms = 0;  // for the sources' lines (a file must be sorted)
 };
 
 // One CSV line of a join input.
