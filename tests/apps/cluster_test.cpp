@@ -138,7 +138,9 @@ TEST_CASE("cluster: the leader killed mid-run: another worker leads, and the out
   for (unsigned i = 1; i < 3; ++i) workers.push_back(f.start("leader", 3, i, slow));
   REQUIRE(poll_until([&] { return newest_checkpoint(f.dir.file("chk-leader")) >= 1 || !workers[0]->running(); }, 60s));
   workers[0]->kill(SIGKILL);
-  REQUIRE(workers[0]->wait(10s) == -SIGKILL);
+  const std::optional<int> killed = workers[0]->wait(10s);
+  INFO("worker 0 log:\n" << workers[0]->log());
+  REQUIRE(killed == -SIGKILL);
   workers[0] = f.start("leader", 3, 0, slow);
   expect_all_done(workers);
   CHECK(published_lines(f.dir.file("out-leader")) == published_lines(f.reference));

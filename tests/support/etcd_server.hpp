@@ -34,6 +34,8 @@
 //   etcd.start();                       // throws with the log's tail when it does not come up
 //   auto where = etcd::endpoint::parse(etcd.endpoint()).value();
 
+#include "skip.hpp"
+
 #include <signal.h>
 #include <sys/prctl.h>
 #include <arpa/inet.h>
@@ -296,10 +298,4 @@ class etcd_server {
 }  // namespace sluice::test
 
 // Ends the test case, reported by ctest as skipped (tests/CMakeLists.txt), when etcd is missing.
-#define SLUICE_SKIP_WITHOUT_ETCD()                                                                       \
-  do {                                                                                                   \
-    if (!::sluice::test::etcd_server::installed()) {                                                     \
-      std::printf("sluice-test-skipped: etcd is not installed (apt-get install etcd-server, or set SLUICE_ETCD)\n"); \
-      return;                                                                                            \
-    }                                                                                                    \
-  } while (0)
+#define SLUICE_SKIP_WITHOUT_ETCD() SLUICE_SKIP_UNLESS(::sluice::test::etcd_server::installed(), "etcd is not installed (apt-get install etcd-server, or set SLUICE_ETCD)")

@@ -12,6 +12,8 @@
 //   nats.start();
 //   auto where = sluice::io::address::loopback_v4(nats.port());
 
+#include "skip.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -149,10 +151,4 @@ class nats_server {
 
 }  // namespace sluice::test
 
-#define SLUICE_SKIP_WITHOUT_NATS()                                                                          \
-  do {                                                                                                      \
-    if (!::sluice::test::nats_server::installed()) {                                                        \
-      std::printf("sluice-test-skipped: nats-server is not installed (apt-get install nats-server, or set SLUICE_NATS_SERVER)\n"); \
-      return;                                                                                               \
-    }                                                                                                       \
-  } while (0)
+#define SLUICE_SKIP_WITHOUT_NATS() SLUICE_SKIP_UNLESS(::sluice::test::nats_server::installed(), "nats-server is not installed (apt-get install nats-server, or set SLUICE_NATS_SERVER)")

@@ -16,6 +16,8 @@
 //   sluice::test::postgres_server pg(dir.path());
 //   pg.start();   // initdb on first start; throws with the log's tail when it does not come up
 
+#include "skip.hpp"
+
 #include <libpq-fe.h>
 #include <pwd.h>
 #include <signal.h>
@@ -162,10 +164,4 @@ class postgres_server {
 
 }  // namespace sluice::test
 
-#define SLUICE_SKIP_WITHOUT_POSTGRES()                                                                            \
-  do {                                                                                                            \
-    if (!::sluice::test::postgres_server::installed()) {                                                          \
-      std::printf("sluice-test-skipped: PostgreSQL 15 is not installed (apt-get install postgresql-15)\n");      \
-      return;                                                                                                     \
-    }                                                                                                             \
-  } while (0)
+#define SLUICE_SKIP_WITHOUT_POSTGRES() SLUICE_SKIP_UNLESS(::sluice::test::postgres_server::installed(), "PostgreSQL 15 is not installed (apt-get install postgresql-15)")
