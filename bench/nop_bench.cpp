@@ -25,7 +25,7 @@ namespace rt = sluice::runtime;
 
 rt::task<void> nop_worker(std::uint64_t ops) {
   for (std::uint64_t i = 0; i < ops; ++i) {
-    const std::int32_t rc = co_await rt::submit_op(rt::io_op{.code = rt::op_code::nop});
+    const std::int32_t rc = co_await rt::submit_op([]() noexcept { return rt::io_op{.code = rt::op_code::nop}; });
     if (rc < 0) throw std::system_error(-rc, std::generic_category(), "nop operation");
   }
 }

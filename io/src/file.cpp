@@ -87,7 +87,8 @@ runtime::task<result<file>> file::open(std::string path, open_options options) {
 runtime::task<result<std::size_t>> file::read_at(std::span<std::byte> buffer, std::uint64_t offset) {
   if (fd_ < 0) co_return detail::closed_error(quoted("read", path_));
   if (buffer.empty()) co_return std::size_t{0};
-  const std::int32_t rc = co_await submit_op(data_op(op_code::read, fd_, buffer.data(), buffer.size(), offset));
+  const std::int32_t rc = co_await submit_op(
+      [&]() noexcept { return data_op(op_code::read, fd_, buffer.data(), buffer.size(), offset); });
   if (rc < 0) co_return error::from_errno(-rc, quoted("read", path_));
   co_return static_cast<std::size_t>(rc);
 }
@@ -95,7 +96,8 @@ runtime::task<result<std::size_t>> file::read_at(std::span<std::byte> buffer, st
 runtime::task<result<std::size_t>> file::write_at(std::span<const std::byte> data, std::uint64_t offset) {
   if (fd_ < 0) co_return detail::closed_error(quoted("write", path_));
   if (data.empty()) co_return std::size_t{0};
-  const std::int32_t rc = co_await submit_op(data_op(op_code::write, fd_, data.data(), data.size(), offset));
+  const std::int32_t rc = co_await submit_op(
+      [&]() noexcept { return data_op(op_code::write, fd_, data.data(), data.size(), offset); });
   if (rc < 0) co_return error::from_errno(-rc, quoted("write", path_));
   co_return static_cast<std::size_t>(rc);
 }
@@ -103,7 +105,8 @@ runtime::task<result<std::size_t>> file::write_at(std::span<const std::byte> dat
 runtime::task<result<void>> file::write_all(std::span<const std::byte> data, std::uint64_t offset) {
   while (!data.empty()) {
     if (fd_ < 0) co_return detail::closed_error(quoted("write", path_));
-    const std::int32_t rc = co_await submit_op(data_op(op_code::write, fd_, data.data(), data.size(), offset));
+    const std::int32_t rc = co_await submit_op(
+        [&]() noexcept { return data_op(op_code::write, fd_, data.data(), data.size(), offset); });
     if (rc < 0) co_return error::from_errno(-rc, quoted("write", path_));
     if (rc == 0) {
       co_return error::from_code(errc::no_progress,
@@ -121,7 +124,8 @@ runtime::task<result<std::size_t>> file::read_full(std::span<std::byte> buffer, 
   while (total < buffer.size()) {
     if (fd_ < 0) co_return detail::closed_error(quoted("read", path_));
     const std::size_t want = buffer.size() - total;
-    const std::int32_t rc = co_await submit_op(data_op(op_code::read, fd_, buffer.data() + total, want, offset + total));
+    const std::int32_t rc = co_await submit_op(
+        [&]() noexcept { return data_op(op_code::read, fd_, buffer.data() + total, want, offset + total); });
     if (rc < 0) co_return error::from_errno(-rc, quoted("read", path_));
     if (rc == 0) break;  // end of file
     total += static_cast<std::size_t>(rc);

@@ -88,7 +88,8 @@ runtime::task<result<tcp_stream>> tcp_stream::connect(address peer) {
 runtime::task<result<std::size_t>> tcp_stream::recv(std::span<std::byte> buffer) {
   if (fd_ < 0) co_return detail::closed_error(context("recv from", peer_));
   if (buffer.empty()) co_return std::size_t{0};
-  const std::int32_t rc = co_await submit_op(data_op(op_code::recv, fd_, buffer.data(), buffer.size(), 0));
+  const std::int32_t rc = co_await submit_op(
+      [&]() noexcept { return data_op(op_code::recv, fd_, buffer.data(), buffer.size(), 0); });
   if (rc < 0) co_return error::from_errno(-rc, context("recv from", peer_));
   co_return static_cast<std::size_t>(rc);
 }
@@ -98,7 +99,9 @@ runtime::task<result<std::size_t>> tcp_stream::recv_exact(std::span<std::byte> b
   while (total < buffer.size()) {
     if (fd_ < 0) co_return detail::closed_error(context("recv from", peer_));
     const std::int32_t rc =
-        co_await submit_op(data_op(op_code::recv, fd_, buffer.data() + total, buffer.size() - total, 0));
+        co_await submit_op([&]() noexcept {
+          return data_op(op_code::recv, fd_, buffer.data() + total, buffer.size() - total, 0);
+        });
     if (rc < 0) co_return error::from_errno(-rc, context("recv from", peer_));
     if (rc == 0) {
       if (total == 0) co_return std::size_t{0};  // orderly end between messages
@@ -115,7 +118,9 @@ runtime::task<result<std::optional<std::size_t>>> tcp_stream::try_peek(std::span
   // An empty buffer could not tell "ended" (0) from "bytes waiting".
   if (buffer.empty()) co_return error::from_errno(EINVAL, context("peek at", peer_) + " with an empty buffer");
   const std::int32_t rc =
-      co_await submit_op(data_op(op_code::recv, fd_, buffer.data(), buffer.size(), MSG_PEEK | MSG_DONTWAIT));
+      co_await submit_op([&]() noexcept {
+        return data_op(op_code::recv, fd_, buffer.data(), buffer.size(), MSG_PEEK | MSG_DONTWAIT);
+      });
   if (rc == -EAGAIN || rc == -EWOULDBLOCK) co_return std::optional<std::size_t>{};
   if (rc < 0) co_return error::from_errno(-rc, context("peek at", peer_));
   co_return std::optional<std::size_t>(static_cast<std::size_t>(rc));
@@ -124,7 +129,8 @@ runtime::task<result<std::optional<std::size_t>>> tcp_stream::try_peek(std::span
 runtime::task<result<std::size_t>> tcp_stream::send(std::span<const std::byte> data) {
   if (fd_ < 0) co_return detail::closed_error(context("send to", peer_));
   if (data.empty()) co_return std::size_t{0};
-  const std::int32_t rc = co_await submit_op(data_op(op_code::send, fd_, data.data(), data.size(), MSG_NOSIGNAL));
+  const std::int32_t rc = co_await submit_op(
+      [&]() noexcept { return data_op(op_code::send, fd_, data.data(), data.size(), MSG_NOSIGNAL); });
   if (rc < 0) co_return error::from_errno(-rc, context("send to", peer_));
   co_return static_cast<std::size_t>(rc);
 }
@@ -132,7 +138,8 @@ runtime::task<result<std::size_t>> tcp_stream::send(std::span<const std::byte> d
 runtime::task<result<void>> tcp_stream::send_all(std::span<const std::byte> data) {
   while (!data.empty()) {
     if (fd_ < 0) co_return detail::closed_error(context("send to", peer_));
-    const std::int32_t rc = co_await submit_op(data_op(op_code::send, fd_, data.data(), data.size(), MSG_NOSIGNAL));
+    const std::int32_t rc = co_await submit_op(
+        [&]() noexcept { return data_op(op_code::send, fd_, data.data(), data.size(), MSG_NOSIGNAL); });
     if (rc < 0) co_return error::from_errno(-rc, context("send to", peer_));
     if (rc == 0) co_return error::from_code(errc::no_progress, context("send to", peer_));
     data = data.subspan(static_cast<std::size_t>(rc));

@@ -9,6 +9,8 @@
 #include <cassert>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -21,8 +23,9 @@ class timer_heap {
   io_op& earliest() const noexcept { return *heap_.front(); }
 
   void push(io_op& op) {
+    assert(heap_.size() < std::numeric_limits<std::uint32_t>::max());  // in-flight ops are capped far below
     heap_.push_back(&op);
-    op.heap_index_ = heap_.size() - 1;
+    op.heap_index_ = static_cast<std::uint32_t>(heap_.size() - 1);
     up(op.heap_index_);
   }
   bool contains(const io_op* op) const noexcept {
@@ -52,7 +55,7 @@ class timer_heap {
   bool before(std::size_t a, std::size_t b) const noexcept { return heap_[a]->deadline < heap_[b]->deadline; }
   void place(std::size_t at, io_op* op) noexcept {
     heap_[at] = op;
-    op->heap_index_ = at;
+    op->heap_index_ = static_cast<std::uint32_t>(at);
   }
   void swap_at(std::size_t a, std::size_t b) noexcept {
     io_op* first = heap_[a];

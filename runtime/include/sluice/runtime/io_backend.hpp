@@ -56,26 +56,11 @@ inline constexpr int op_code_count = static_cast<int>(op_code::poll) + 1;
 
 const char* to_string(op_code code) noexcept;
 
+// Packed to 112 bytes (small fields first, then the 8-byte ones): every awaited operation holds
+// one, zeroed in place in the awaiting coroutine's frame (io_awaitable.hpp), and at 136 bytes the
+// zeroing was a `rep stos` that showed up in the nop benchmark's profile.
 struct io_op {
   op_code code = op_code::nop;
-  int fd = -1;
-  int fd2 = -1;
-  std::uint32_t len = 0;
-  std::uint32_t flags = 0;
-  std::uint32_t mode = 0;
-  std::uint64_t offset = 0;
-  void* buf = nullptr;                 // data buffer, or sockaddr for accept/connect
-  const char* path = nullptr;          // openat/renameat/mkdirat/unlinkat/statx
-  const char* path2 = nullptr;         // renameat
-  unsigned* addr_len = nullptr;        // accept (socklen_t*)
-  io_op* target = nullptr;             // cancel
-  std::chrono::steady_clock::time_point deadline{};  // timeout
-
-  // Filled by the backend: the result as the kernel reports it (>= 0, or -errno).
-  std::int32_t result = 0;
-  // Called exactly once, on the executor thread, inside poll().
-  void (*complete)(io_op& op) noexcept = nullptr;
-  void* user = nullptr;
   // The runtime's own operations (the executor's wake-up read, cancels): they bypass the in-flight
   // cap into a small reserve, so a ring full of long-lived operations can still be woken and can
   // still cancel; test fault rules never see them.
@@ -83,13 +68,31 @@ struct io_op {
   // A wait whatever its code says (a read of a signalfd or a pipe: its writer decides when it
   // ends). recv, accept and connect are waits anyway (admission.hpp).
   bool waits = false;
+  std::uint8_t backend_state_ = 0;  // backend bookkeeping (below)
+  int fd = -1;
+  int fd2 = -1;
+  std::uint32_t len = 0;
+  std::uint32_t flags = 0;
+  std::uint32_t mode = 0;
+  // Filled by the backend: the result as the kernel reports it (>= 0, or -errno).
+  std::int32_t result = 0;
+  std::uint32_t heap_index_ = 0;  // backend bookkeeping (below)
+  std::uint64_t offset = 0;
+  void* buf = nullptr;                 // data buffer, or sockaddr for accept/connect
+  const char* path = nullptr;          // openat/renameat/mkdirat/unlinkat/statx
+  const char* path2 = nullptr;         // renameat
+  unsigned* addr_len = nullptr;        // accept (socklen_t*)
+  io_op* target = nullptr;             // cancel
+  std::chrono::steady_clock::time_point deadline{};  // timeout
+  // Called exactly once, on the executor thread, inside poll().
+  void (*complete)(io_op& op) noexcept = nullptr;
+  void* user = nullptr;
 
-  // Backend bookkeeping: a backlog's link, the timer-heap position, the epoll backend's op state
-  // (set on submit: what a caller puts there is ignored).
+  // Backend bookkeeping: a backlog's link, the timer-heap position (heap_index_), the epoll
+  // backend's op state (backend_state_), set on submit: what a caller puts there is ignored.
   io_op* next_ = nullptr;
-  std::size_t heap_index_ = 0;
-  std::uint8_t backend_state_ = 0;
 };
+static_assert(sizeof(io_op) <= 112, "io_op grew: keep it small, it is zeroed on every awaited operation");
 
 // What a backend counts for the runtime's metrics (job_metrics, /metrics): monotonic, read on the
 // executor's thread.
