@@ -126,13 +126,18 @@ void set_wordcount_io(dataflow::wordcount_options& o, const std::string& input, 
 }
 
 void set_join_io(dataflow::join_options& o, const std::string& left, const std::string& right, bool bounded) {
-  const auto side = [bounded](const std::string& url, std::string& file, std::optional<dataflow::source_spec<std::string>>& src) {
+  const auto side = [bounded](const std::string& url, std::string& file,
+                              std::optional<dataflow::source_spec<std::string>>& src) {
     lines_input in = parse_lines_input(url, bounded);
     file = in.spec ? url : in.file;
     src = std::move(in.spec);
   };
   side(left, o.left, o.left_source);
   side(right, o.right, o.right_source);
+  if (o.max_out_of_orderness_ms != 0 && !o.left_source && !o.right_source) {
+    throw std::invalid_argument("--max-out-of-orderness-ms is for stream inputs (nats://, kafka://): a file must be "
+                                "sorted by timestamp");
+  }
 }
 
 void set_join_output(dataflow::join_options& o, const std::string& output) {

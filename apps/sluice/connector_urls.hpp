@@ -35,7 +35,8 @@ bool is_connector_url(const std::string& output);
 // Points a word count at its input and output.
 void set_wordcount_io(dataflow::wordcount_options& o, const std::string& input, const std::string& output,
                       bool bounded);
-// The join's inputs: files or streams (each with --bounded, or not); and its output.
+// The join's inputs: files or streams (each with --bounded, or not; o.max_out_of_orderness_ms is
+// set first, and refused when neither input is a stream); and its output.
 void set_join_io(dataflow::join_options& o, const std::string& left, const std::string& right, bool bounded);
 void set_join_output(dataflow::join_options& o, const std::string& output);
 

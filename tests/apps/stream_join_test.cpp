@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -122,4 +123,23 @@ TEST_CASE("a stream line further behind than --max-out-of-orderness-ms fails the
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("came after one with") && Catch::Contains("max out-of-orderness 0") &&
                         Catch::Contains("source=nats"));
+}
+
+TEST_CASE("a join of two files refuses --max-out-of-orderness-ms and --bounded before anything runs (exit 2)") {
+  temp_dir dir;
+  const std::string input = dir.file("in.csv");
+  REQUIRE(run_sluice({"join-input", "--output", input, "--rows", "10"}).exit_code == 0);
+  const std::vector<std::string> join = {"join", "--left", input, "--right", input, "--window-ms", "10", "--output",
+                                         dir.file("out"), "--checkpoint-dir", dir.file("chk")};
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--max-out-of-orderness-ms", "5"},
+                                                std::vector<std::string>{"--bounded"}}) {
+    std::vector<std::string> args = join;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const tool_run r = run_sluice(args);
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(extra.front()));
+  }
+  CHECK(!std::filesystem::exists(dir.file("chk")));
+  CHECK(!std::filesystem::exists(dir.file("out")));
 }
