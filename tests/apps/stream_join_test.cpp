@@ -9,6 +9,7 @@
 #include "run_sluice.hpp"
 #include "stream_support.hpp"
 
+#include <sluice/dataflow/samples.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 
 #include <support/nats_server.hpp>
@@ -36,10 +37,7 @@ std::vector<std::string> lines_of(const std::string& path) {
   return out;
 }
 
-std::uint64_t time_of(const std::string& line) {
-  const std::size_t a = line.find(',');
-  return std::stoull(line.substr(a + 1, line.find(',', a + 1) - a - 1));
-}
+std::uint64_t time_of(const std::string& line) { return dataflow::parse_join_row(line).timestamp_ms; }
 
 // `lines` (sorted by time) with some lines swapped with the one two places on: each line then comes
 // at most `bound` ms behind the latest before it. Two places, because task i of 2 reads the messages

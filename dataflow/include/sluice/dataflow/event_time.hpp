@@ -21,6 +21,7 @@
 // checkpoint taken with another bound or policy a different job (job_fingerprint.hpp).
 
 #include <sluice/dataflow/connector.hpp>
+#include <sluice/dataflow/operators.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -50,27 +52,22 @@ class event_time_source final : public source_connector<T> {
                     std::string what)
       : inner_(std::move(inner)), time_(std::move(time)), options_(options), what_(std::move(what)) {}
 
-  // Position: [1: whether a time was seen][8: latest, little-endian][the wrapped source's position].
+  // Position: (whether a time was seen, latest, the wrapped source's position), as operator state.
   void restore(std::span<const std::byte> position) override {
-    if (position.size() < header_bytes || std::to_integer<unsigned>(position[0]) > 1) {
+    position_state state;
+    try {
+      state = detail::decode_state<position_state>(position, "event-time position");
+    } catch (const std::exception& e) {
       throw std::runtime_error(what_ + ": the event-time position in the checkpoint (" +
-                               std::to_string(position.size()) + " bytes) does not decode");
+                               std::to_string(position.size()) + " bytes) does not decode: " + e.what());
     }
-    std::uint64_t latest = 0;
-    for (std::size_t i = 0; i < 8; ++i) latest |= std::uint64_t{std::to_integer<std::uint8_t>(position[1 + i])} << (8 * i);
-    latest_ = position[0] == std::byte{1} ? std::optional<std::uint64_t>(latest) : std::nullopt;
+    auto& [seen, latest, inner] = state;
+    latest_ = seen ? std::optional<std::uint64_t>(latest) : std::nullopt;
     sent_ = std::nullopt;
-    inner_->restore(position.subspan(header_bytes));
+    inner_->restore(inner);
   }
   std::vector<std::byte> position() const override {
-    std::vector<std::byte> out;
-    std::vector<std::byte> inner = inner_->position();
-    out.reserve(header_bytes + inner.size());
-    out.push_back(static_cast<std::byte>(latest_.has_value() ? 1 : 0));
-    const std::uint64_t latest = latest_.value_or(0);
-    for (std::size_t i = 0; i < 8; ++i) out.push_back(static_cast<std::byte>(latest >> (8 * i)));
-    out.insert(out.end(), inner.begin(), inner.end());
-    return out;
+    return detail::encode_state(position_state(latest_.has_value(), latest_.value_or(0), inner_->position()));
   }
   runtime::task<io::result<void>> open() override { return inner_->open(); }
   runtime::task<io::result<read_status>> read(source_output<T>& out, std::size_t max_records) override {
@@ -90,7 +87,7 @@ class event_time_source final : public source_connector<T> {
   std::optional<source_progress> progress() const noexcept override { return inner_->progress(); }
 
  private:
-  static constexpr std::size_t header_bytes = 9;
+  using position_state = std::tuple<bool, std::uint64_t, std::vector<std::byte>>;
 
   // Between the wrapped source and the task's output: reads each record's time on its way.
   class timing final : public collector<T> {
