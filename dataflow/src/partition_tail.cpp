@@ -67,12 +67,28 @@ runtime::task<io::result<void>> partition_queue::drain_while(bool only_ready) {
   co_return io::result<void>();
 }
 
+// The encoding of detail::encode_state(std::vector<std::pair<std::uint64_t, std::vector<std::byte>>>)
+// (what restore_backlog decodes), written straight from the queue into one reservation: a copy of
+// every record first, then growth record by record, made a backlog of a few hundred KiB cost a
+// large part of a millisecond in the snapshot.
 std::vector<std::byte> partition_queue::backlog_state() const {
-  std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> records;
+  std::size_t count = 0;
+  std::size_t bytes = 1 + 4;  // version, count
   for (const pending_output& p : queue_) {
-    if (p.what == pending_output::kind::record) records.emplace_back(p.subpartition, p.bytes);
+    if (p.what != pending_output::kind::record) continue;
+    ++count;
+    bytes += 8 + 4 + p.bytes.size();
   }
-  return detail::encode_state(records);
+  std::vector<std::byte> out;
+  out.reserve(bytes);
+  out.push_back(std::byte{1});
+  buffers::encode_to(out, static_cast<std::uint32_t>(count));
+  for (const pending_output& p : queue_) {
+    if (p.what != pending_output::kind::record) continue;
+    buffers::encode_to(out, static_cast<std::uint64_t>(p.subpartition));
+    buffers::encode_to(out, p.bytes);
+  }
+  return out;
 }
 
 void partition_queue::restore_backlog(std::span<const std::byte> bytes) {

@@ -93,3 +93,27 @@ TEST_CASE("decoding short or corrupt bytes throws a decode_error naming what was
   encode_to(longer, std::uint64_t{1});
   REQUIRE_THROWS_WITH(decode_from<std::uint32_t>(longer), Catch::Contains("4 bytes more"));
 }
+
+// std::vector<std::byte> is encoded in one piece (a u32 count, then the bytes), exactly as the
+// element-wise vector encoding wrote it, so states and backlogs of earlier checkpoints still decode.
+TEST_CASE("a byte vector is a count then its bytes, in one piece, and a short one is refused", "[codec]") {
+  std::vector<std::byte> value;
+  for (int i = 0; i < 300; ++i) value.push_back(static_cast<std::byte>(i * 7));
+  std::vector<std::byte> encoded;
+  encode_to(encoded, value);
+  REQUIRE(encoded.size() == 4 + value.size());
+  CHECK(encoded[0] == std::byte{0x2c});  // 300 = 0x012c, little-endian
+  CHECK(encoded[1] == std::byte{0x01});
+  CHECK(encoded[2] == std::byte{0});
+  CHECK(encoded[3] == std::byte{0});
+  CHECK(std::vector<std::byte>(encoded.begin() + 4, encoded.end()) == value);
+  CHECK(codec<std::vector<std::byte>>::encoded_size(value) == encoded.size());
+  CHECK(decode_from<std::vector<std::byte>>(encoded) == value);
+  // In a pair, as the output backlog keeps its records.
+  const std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> records{{3, value}, {0, {}}};
+  std::vector<std::byte> both;
+  encode_to(both, records);
+  CHECK((decode_from<std::vector<std::pair<std::uint64_t, std::vector<std::byte>>>>(both)) == records);
+  encoded.pop_back();
+  CHECK_THROWS_AS(decode_from<std::vector<std::byte>>(encoded), decode_error);
+}
