@@ -4,8 +4,10 @@
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/dataflow/sinks.hpp>
 #include <sluice/runtime/fiber.hpp>
+#include <sluice/runtime/sync_wait.hpp>
 #include <sluice/runtime/timer.hpp>
 
+#include <support/backends.hpp>
 #include <support/temp_dir.hpp>
 
 #include "wordcount_support.hpp"
@@ -30,6 +32,7 @@ using namespace sluice::dataflow;
 using sluice::snapshot::checkpoint_mode;
 using sluice::test::published_lines;
 using sluice::test::temp_dir;
+namespace io = sluice::io;
 
 namespace {
 
@@ -252,4 +255,49 @@ TEST_CASE("a timed generated source sends watermarks, so windows fire before its
     CHECK(std::stoull(line.substr(0, space)) % 100 == 0);
     CHECK(line.substr(space + 1) == "1000");
   }
+}
+
+namespace {
+
+struct counting final : collector<std::uint64_t> {
+  std::vector<std::uint64_t> got;
+  void collect(const std::uint64_t& r) override { got.push_back(r); }
+  void watermark(std::uint64_t) override {}
+  void end_of_data() override {}
+};
+
+// A rate-limited generator never sleeps inside read(): not due yet, it says idle, and the task
+// waits for wait_readable() together with its barriers (a sleep in read() held a barrier).
+sluice::runtime::task<void> idle_until_due(std::vector<read_status>* statuses, std::vector<std::uint64_t>* got,
+                                           std::vector<long>* at_ms) {
+  generator_source<std::uint64_t> source(0, 1, 0, 10.0, [](std::uint64_t n) { return n; });
+  counting down;
+  source_output<std::uint64_t> out(down);
+  io::result<void> opened = co_await source.open();
+  REQUIRE(opened.ok());
+  const auto start = sluice::runtime::executor::current()->now();
+  for (int i = 0; i < 3; ++i) {
+    io::result<read_status> r = co_await source.read(out, 100);
+    REQUIRE(r.ok());
+    statuses->push_back(r.value());
+    if (r.value() == read_status::idle) co_await source.wait_readable();
+    at_ms->push_back(static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           sluice::runtime::executor::current()->now() - start)
+                                           .count()));
+  }
+  *got = down.got;
+}
+
+}  // namespace
+
+TEST_CASE("a rate-limited generator says idle until its next record is due, and wait_readable waits for that",
+          "[dataflow][generate]") {
+  std::vector<read_status> statuses;
+  std::vector<std::uint64_t> got;
+  std::vector<long> at_ms;
+  sluice::runtime::sync_wait(idle_until_due(&statuses, &got, &at_ms), sluice::test::virtual_time());
+  // 10 records/s: none at 0 ms, the first due at 100 ms.
+  CHECK(statuses == std::vector<read_status>{read_status::idle, read_status::more, read_status::idle});
+  CHECK(got == std::vector<std::uint64_t>{0});
+  CHECK(at_ms == std::vector<long>{100, 100, 200});
 }

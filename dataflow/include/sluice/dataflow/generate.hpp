@@ -49,14 +49,10 @@ class generator_source final : public source_connector<T> {
     if (ended()) co_return read_status::end;
     std::size_t allowed = max_records;
     if (rate_ > 0) {
-      const double elapsed = std::chrono::duration<double>(runtime::executor::current()->now() - started_).count();
-      const double due = elapsed * rate_ - static_cast<double>(made_since_start_);
-      if (due < 1) {
-        const auto wait = std::chrono::duration<double>((1 - due) / rate_);
-        (void)co_await runtime::sleep_for(std::min<std::chrono::nanoseconds>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(wait), std::chrono::milliseconds(1)));
-        co_return read_status::more;
-      }
+      const double due = records_due();
+      // Not due yet: idle, and the task awaits wait_readable() with its barriers and messages (a
+      // sleep here held a barrier up to a millisecond).
+      if (due < 1) co_return read_status::idle;
       allowed = std::min<std::size_t>(allowed, static_cast<std::size_t>(due));
     }
     for (std::size_t i = 0; i < allowed && !ended(); ++i) {
@@ -73,6 +69,15 @@ class generator_source final : public source_connector<T> {
     co_return read_status::more;
   }
 
+  // Until the next record is due (rate-limited); cancelled when the task has a barrier or message.
+  runtime::task<void> wait_readable() override {
+    if (rate_ <= 0 || ended()) co_return;
+    const double due = records_due();
+    if (due >= 1) co_return;
+    (void)co_await runtime::sleep_for(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>((1 - due) / rate_)));
+  }
+
   std::vector<std::byte> position() const override { return detail::encode_state(next_); }
   void restore(std::span<const std::byte> bytes) override {
     next_ = detail::decode_state<std::uint64_t>(bytes, "generator source");
@@ -80,6 +85,11 @@ class generator_source final : public source_connector<T> {
 
  private:
   bool ended() const noexcept { return count_ != 0 && next_ >= count_; }
+  // Records the rate allows by now, minus those made (the executor's clock: a simulation's too).
+  double records_due() const {
+    const double elapsed = std::chrono::duration<double>(runtime::executor::current()->now() - started_).count();
+    return elapsed * rate_ - static_cast<double>(made_since_start_);
+  }
 
   std::uint64_t step_;
   std::uint64_t count_;
