@@ -1,8 +1,8 @@
 // exactly_once_file_sink (see the header for the protocol and the state format).
 //
-// Durability, step by step: a staged file is pending only once its bytes are fsynced, it is closed,
-// the high-water mark is raised past it, and the staging area is fsynced (so both entries survive a
-// crash). A commit renames pending files out of the area and forgets them only once the fsync of
+// Durability, step by step: a staged file is created, the high-water mark raised past it and the
+// staging area fsynced (so both entries survive a crash) before its first byte is written; it is
+// pending only once its bytes are fsynced and it is closed. A commit renames pending files out of the area and forgets them only once the fsync of
 // the output directory after the renames succeeded; until then they stay in the state, and
 // recover() republishes them idempotently. (The area is not fsynced after a commit: if a crash
 // keeps the staged name too, it is a second link to the published file, and recover() drops it.)
@@ -384,7 +384,11 @@ runtime::task<io::result<void>> exactly_once_file_sink::open_staging() {
   staging_sequence_ = sequence;
   staging_offset_bytes_ = 0;
   next_sequence_ = sequence + 1;
-  co_return io::success();
+  // Its name may be published once a snapshot covers it: the mark must cover it by then. Raised
+  // and made durable here, with the file's entry, the snapshot's only durable step is the bytes'.
+  auto marked = co_await raise_high_water(sequence + 1);
+  if (!marked) co_return marked;
+  co_return co_await io::fsync_directory(staging_dir());
 }
 
 // Makes the mark say `next` (an empty file renamed from the old mark, or created), not yet durable:
@@ -442,12 +446,7 @@ runtime::task<io::result<std::vector<std::byte>>> exactly_once_file_sink::snapsh
     if (!synced) co_return fail(std::move(synced).error());
     auto closed = co_await staging_.close();
     if (!closed) co_return fail(std::move(closed).error());
-    // Its name may be published from now on: the mark must cover it by then.
-    auto marked = co_await raise_high_water(staging_sequence_ + 1);
-    if (!marked) co_return fail(std::move(marked).error());
-    // The staged file's entry and the mark must survive a crash too, or recover() finds them missing.
-    auto dir_synced = co_await io::fsync_directory(staging_dir());
-    if (!dir_synced) co_return fail(std::move(dir_synced).error());
+    // (Its entry and the mark past it were made durable when it was created: open_staging.)
     pending_.push_back({{id, staging_sequence_}, false});
   }
   co_return encode_state(current_state());

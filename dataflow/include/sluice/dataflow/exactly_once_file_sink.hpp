@@ -6,8 +6,8 @@
 // Layout: published files `<dir>/part-<task>-<seq>`; everything else in the sink's private staging
 // area `<dir>/.sluice-staging/`: staged files `staged-<task>-<seq>`, and per task one empty file
 // `next-<task>-<n>`, its HIGH-WATER MARK: the task never staged a sequence number >= n into this
-// directory. snapshot() raises it before the fsync that makes the staged file durable, so every
-// file the task ever published has a sequence number below the mark on disk.
+// directory. It is raised past a staged file when that file is created (and the area fsynced then),
+// so every file the task ever published has a sequence number below the mark on disk.
 //
 // Protocol, driven by the sink task on its executor, one call at a time:
 // 1. recover(state) once, before any write: `state` is what snapshot() returned for the checkpoint
@@ -20,10 +20,12 @@
 //    the file, and nothing is changed. It lists the directory and the area once, at start-up, with
 //    readdir on the executor's blocking-work pool (io_uring has no getdents; runtime/offload.hpp).
 // 2. write(line): appends line + '\n' to the staged file `.sluice-staging/staged-<task>-<seq>`,
-//    created on the first write after a snapshot, through a 256 KiB buffer and io_uring writes.
-// 3. snapshot(id) at barrier `id`: flushes, fsyncs and closes the staged file, raises the
-//    high-water mark, fsyncs the area, records the file as pending for `id`, and returns the state
-//    to store as this operator's state in checkpoint `id`.
+//    through a 256 KiB buffer and io_uring writes. The first write after a snapshot creates the
+//    file, raises the high-water mark past it and fsyncs the area: both entries are durable before
+//    any of its bytes can be published, and off the checkpoint's path.
+// 3. snapshot(id) at barrier `id`: flushes, fsyncs and closes the staged file, records it as
+//    pending for `id`, and returns the state to store as this operator's state in checkpoint `id`.
+//    (One fsync: a barrier waits for this call, so it holds no more durable steps than the bytes'.)
 // 4. commit(id) when checkpoint `id` completed: renames every pending file of a checkpoint <= id
 //    to `<dir>/part-<task>-<seq>` and fsyncs the directory. Idempotent.
 //    abort(id): nothing to undo. Its files stay pending and are published by the next completed
