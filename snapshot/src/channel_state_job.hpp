@@ -37,6 +37,7 @@ struct channel_state_writer::checkpoint_job {
   bool input_finished = false;
   bool output_finished = false;
   bool opened = false;              // the pump has begun its I/O (open in flight, or file open)
+  bool header_written = false;      // the file header is out (it goes with the first write)
   bool aborted = false;             // ended as aborted; the pump only closes its file
   io::file file;
   std::deque<pending_write> queue;  // bounded by the buffers the pools can lend, plus operator states

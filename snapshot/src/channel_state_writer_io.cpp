@@ -1,16 +1,19 @@
 // The channel-state writer's pump: the one coroutine that does the writer's I/O, one step at a
-// time (the record writes of a step are in flight together), in this order:
+// time, in this order:
 //   1. close the file of a retiring (aborted) checkpoint, if any;
-//   2. open the ongoing checkpoint's file and write its header;
-//   3. write its queued records, up to 16 at once (each at its own offset): record header, then
-//      payload straight from the view;
-//   4. once both directions are finished and the queue is empty: `end` record (then on_written:
-//      the file holds its bytes), fsync, close, and the checkpoint completes.
-// Before every write it submits -- the first of a record's header or payload, and each
+//   2. open the ongoing checkpoint's file;
+//   3. write: the file header (with the first write), the queued records -- consecutive small ones
+//      copied into one buffer of up to 512 KiB, a large one (operator state) header then payload
+//      from its own memory -- and, once both directions are finished and the queue is empty, the
+//      `end` record (with the last records, or alone);
+//   4. after the `end` record: on_written (the file holds its bytes), fsync, close, and the
+//      checkpoint completes.
+// Before every write it submits -- a batch, a large record's header or payload, and each
 // continuation after a short write -- it checks whether the checkpoint was aborted meanwhile; if so
-// it issues nothing more for it (scenario 3: a batch's writes already in flight complete, none
-// follows them) and only closes the file. submit_write() asserts it (SLUICE_ASSERT). It runs while there is work and ends;
-// kick() starts it again. Because steps are sequential, at most one checkpoint has I/O at any time.
+// it issues nothing more for it (scenario 3: a write already in flight completes, none follows it)
+// and only closes the file. submit_write() asserts it (SLUICE_ASSERT). It runs while there is work
+// and ends; kick() starts it again. Because steps are sequential, at most one checkpoint has I/O at
+// any time, and at most one write.
 
 #include "channel_state_job.hpp"
 
@@ -19,7 +22,6 @@
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/plant.hpp>
-#include <sluice/runtime/when_all.hpp>
 
 #include <cassert>
 #include <cstring>
@@ -83,51 +85,85 @@ runtime::task<void> channel_state_writer::pump() {
 }
 
 runtime::task<void> channel_state_writer::advance(checkpoint_job* job) {
-  if (job->opened && !job->queue.empty()) {
-    co_await write_next(job);
-    co_return;
-  }
   if (job->opened) {
-    co_await finalize(job);
+    co_await write_next(job);
     co_return;
   }
   job->opened = true;
   auto opened = co_await io::file::open(job->path, io::open_options::create_or_truncate());
   if (opened) job->file = std::move(*opened);
   if (job->aborted) co_return;  // the retire step closes the file
-  if (!opened) {
-    fail(*job, opened.error());
+  if (!opened) fail(*job, opened.error());
+  // (The file header goes out with the first write.)
+}
+
+// Everything up to the next large record, in ONE write: the file header if it is not out yet, the
+// queued records (contiguous in the file: offsets fixed at enqueue), copied with their headers, up
+// to 512 KiB, and the `end` record once the queue is empty and both directions are finished. A
+// buffered write to ext4 is handed by io_uring to a kernel worker, and a round trip per header
+// and per payload (16 records in flight at a time), and for the file header and the `end`, made a
+// checkpoint's few hundred KiB of channel state take a millisecond or more. Copied, each record's
+// buffer goes back to its pool at once. A record whose payload is above copy_limit (a large
+// operator state) is written from its own memory instead, header then payload.
+runtime::task<void> channel_state_writer::write_next(checkpoint_job* job) {
+  constexpr std::size_t batch_limit = 512 * 1024;
+  constexpr std::size_t copy_limit = 128 * 1024;
+  const bool large_next = !job->queue.empty() && job->queue.front().payload().size() > copy_limit;
+  if (large_next && job->header_written) {
+    // Taken off the queue: from here on `record` owns the view, released when its writes are done.
+    pending_write record = std::move(job->queue.front());
+    job->queue.pop_front();
+    std::optional<io::error> failed;
+    co_await write_record(job, &record, &failed);
+    if (job->aborted) co_return;
+    if (failed) fail(*job, *failed);
     co_return;
   }
-  const auto header = encode_file_header({job->id, task_});
-  auto written = co_await write_unless_aborted(job, header, 0);
-  if (job->aborted) co_return;
-  if (!written) fail(*job, written.error());
-}
-
-// Up to write_batch queued records at once, all in flight together: one write after another cost a
-// device round trip each, and a checkpoint with megabytes of channel state took milliseconds more.
-// Each record is its header, then its payload straight from the view; a record whose checkpoint was
-// aborted meanwhile gets no payload write.
-runtime::task<void> channel_state_writer::write_next(checkpoint_job* job) {
-  constexpr std::size_t write_batch = 16;
-  // Taken off the queue: from here on `batch` owns the views, released when this frame ends, i.e.
-  // after their writes have completed (or failed, or been cancelled).
-  std::vector<pending_write> batch;
-  while (!job->queue.empty() && batch.size() < write_batch) {
-    batch.push_back(std::move(job->queue.front()));
-    job->queue.pop_front();
+  const std::uint64_t offset = job->header_written ? job->queue.empty() ? job->next_offset_bytes : job->queue.front().offset_bytes : 0;
+  std::size_t bytes = job->header_written ? 0 : state_file_header_bytes;
+  std::size_t records = 0;
+  for (const pending_write& r : job->queue) {
+    const std::size_t size = r.header.size() + r.payload().size();
+    if (r.payload().size() > copy_limit || (records > 0 && bytes + size > batch_limit)) break;
+    bytes += size;
+    ++records;
   }
-  std::optional<io::error> failed;
-  std::vector<runtime::task<void>> writes;
-  writes.reserve(batch.size());
-  for (pending_write& record : batch) writes.push_back(write_record(job, &record, &failed));
-  co_await runtime::when_all(std::move(writes));
+  const bool with_end = records == job->queue.size() && job->finished();
+  if (with_end) bytes += state_record_header_bytes + state_end_payload_bytes;
+  std::vector<std::byte> batch(bytes);
+  std::size_t at = 0;
+  if (!job->header_written) {
+    const auto header = encode_file_header({job->id, task_});
+    std::memcpy(batch.data(), header.data(), header.size());
+    at = header.size();
+  }
+  for (std::size_t i = 0; i < records; ++i) {
+    const pending_write& r = job->queue.front();
+    SLUICE_ASSERT(r.offset_bytes == offset + at, "queued records are contiguous in the state file");
+    const std::span<const std::byte> payload = r.payload();
+    std::memcpy(batch.data() + at, r.header.data(), r.header.size());
+    if (!payload.empty()) std::memcpy(batch.data() + at + r.header.size(), payload.data(), payload.size());
+    at += r.header.size() + payload.size();
+    job->queue.pop_front();  // its buffer goes back now
+  }
+  if (with_end) {
+    SLUICE_ASSERT(job->next_offset_bytes == offset + at, "the end record follows the last record");
+    const auto end = end_record(*job);
+    std::memcpy(batch.data() + at, end.data(), end.size());
+  }
+  if (batch.empty()) co_return;  // (opened, nothing queued, not finished: the pump stops)
+  auto written = co_await write_unless_aborted(job, batch, offset);
   if (job->aborted) co_return;
-  if (failed) fail(*job, *failed);
+  if (!written) {
+    fail(*job, written.error());
+    co_return;
+  }
+  job->header_written = true;
+  if (with_end) co_await sync_and_close(job);
 }
 
-// Each record's buffer goes back as soon as its own writes are done (not when the whole batch is).
+// A large record: its header, then its payload from its own memory; the view (if any) goes back
+// once both are written.
 runtime::task<void> channel_state_writer::write_record(checkpoint_job* job, pending_write* record,
                                                        std::optional<io::error>* failed) {
   auto head = co_await write_unless_aborted(job, record->header, record->offset_bytes);
@@ -141,22 +177,21 @@ runtime::task<void> channel_state_writer::write_record(checkpoint_job* job, pend
   record->view.reset();
 }
 
-runtime::task<void> channel_state_writer::finalize(checkpoint_job* job) {
-  assert(job->finished() && job->queue.empty() && job->file.is_open());
-  const std::uint64_t payload_bytes = job->channel_state_bytes + job->operator_state_bytes;
-  const auto end_payload = encode_end_payload({job->next_sequence, payload_bytes});
+std::array<std::byte, state_record_header_bytes + state_end_payload_bytes> channel_state_writer::end_record(
+    const checkpoint_job& job) {
+  const std::uint64_t payload_bytes = job.channel_state_bytes + job.operator_state_bytes;
+  const auto end_payload = encode_end_payload({job.next_sequence, payload_bytes});
   const auto end_header = encode_record_header(
-      {record_type::end, 0, 0, state_end_payload_bytes, buffers::crc32c(end_payload), job->next_sequence});
-  std::array<std::byte, state_record_header_bytes + state_end_payload_bytes> end_record{};
-  std::memcpy(end_record.data(), end_header.data(), end_header.size());
-  std::memcpy(end_record.data() + end_header.size(), end_payload.data(), end_payload.size());
+      {record_type::end, 0, 0, state_end_payload_bytes, buffers::crc32c(end_payload), job.next_sequence});
+  std::array<std::byte, state_record_header_bytes + state_end_payload_bytes> end{};
+  std::memcpy(end.data(), end_header.data(), end_header.size());
+  std::memcpy(end.data() + end_header.size(), end_payload.data(), end_payload.size());
+  return end;
+}
 
-  auto written = co_await write_unless_aborted(job, end_record, job->next_offset_bytes);
-  if (job->aborted) co_return;
-  if (!written) {
-    fail(*job, written.error());
-    co_return;
-  }
+// The `end` record is written: the file holds its bytes (on_written), then fsync, close, complete.
+runtime::task<void> channel_state_writer::sync_and_close(checkpoint_job* job) {
+  assert(job->finished() && job->queue.empty() && job->file.is_open());
   if (on_written_) on_written_(job->id);
   if (job->aborted) co_return;  // the callback aborted it
   if (SLUICE_PLANTED("manifest-before-state")) {

@@ -77,10 +77,10 @@ task<void> io_error_then_next(std::string chk8, std::string chk9, test_backend* 
   local_buffer_pool pool(memory.pool(0), 1, 32);
   channel_state_writer writer(test_task);
   int writes = 0;
-  // The fourth write of the file fails: file header, record 0 header, record 0 payload, record 1 header.
+  // The file's one write fails: its header, the records (copied) and the end, at once.
   backend->add_fault([&writes, injected](const runtime::io_op& op) -> std::optional<std::int32_t> {
     if (op.code != op_code::write) return std::nullopt;
-    return ++writes == 4 ? std::optional<std::int32_t>(injected) : std::nullopt;
+    return ++writes == 1 ? std::optional<std::int32_t>(injected) : std::nullopt;
   });
 
   REQUIRE(writer.start(8, chk8).ok());
@@ -93,7 +93,7 @@ task<void> io_error_then_next(std::string chk8, std::string chk9, test_backend* 
   CHECK(eight.reason == abort_reason::io_error);
   CHECK(eight.detail.find(quoted(state_path(chk8))) != std::string::npos);
   co_await test::turns(4);
-  CHECK(pool.recycled() == 6);  // the failed record's view and every queued one
+  CHECK(pool.recycled() == 6);  // every view: copied into the write that failed
   CHECK(writer.queued_writes() == 0);
   auto late = writer.add_input(8, 0, 0, captured_n(pool, 1, 9));
   CHECK(late.error().code() == writer_errc::aborted);
@@ -205,12 +205,10 @@ task<void> cancel_with_write_pending(std::string chk, test_backend* backend) {
   backend->set_auto(false);
   REQUIRE(writer.start(11, chk).ok());
   REQUIRE(writer.add_input(11, 0, 0, captured_n(pool, 3, 1)).ok());
-  for (int i = 0; i < 2; ++i) {  // open, file header
-    co_await test::turns(3);
-    backend->perform(*test::oldest_op(*backend));
-  }
   co_await test::turns(3);
-  REQUIRE(test::pending_op(*backend, op_code::write) != nullptr);  // a record write hangs
+  backend->perform(*test::oldest_op(*backend));  // the open
+  co_await test::turns(3);
+  REQUIRE(test::pending_op(*backend, op_code::write) != nullptr);  // the write (header, records) hangs
 
   std::optional<checkpoint_outcome> pending_result;
   std::optional<checkpoint_outcome> future_result;
@@ -298,7 +296,7 @@ task<void> aligned_checkpoint(std::string chk, test_backend* backend) {
   CHECK(outcome.channel_state_bytes == 0);
   CHECK(outcome.operator_state_bytes == 1010);
   co_await writer.close();
-  if (backend != nullptr) CHECK(backend->submitted(op_code::write) == 6);  // header, 2 x (header, payload), end
+  if (backend != nullptr) CHECK(backend->submitted(op_code::write) == 1);  // header, both records and end at once
   check_pool(pool, 2);
 }
 

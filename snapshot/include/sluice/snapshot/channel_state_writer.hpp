@@ -11,9 +11,11 @@
 // - At most ONE checkpoint is ongoing. start(N+1) while N is open ends N as aborted(subsumed).
 //   abort(M) of an id above the ongoing one is remembered and leaves the ongoing one open.
 // - add_input/add_output/add_operator_state enqueue and return at once; they never suspend. A
-//   writer-owned coroutine (the pump) writes the records in call order at offsets fixed at enqueue
-//   (record header, then the payload straight from the buffer_view, no copy). A view is released
-//   after its write completes, or at the abort of its checkpoint: exactly once either way.
+//   writer-owned coroutine (the pump) writes the records in call order at offsets fixed at enqueue:
+//   consecutive small records (header and payload) copied into one buffer, up to 512 KiB, and
+//   written at once; a payload above 128 KiB (a large operator state) straight from its memory,
+//   after its header. A view is released once copied (or, written in place, once its write
+//   completed), or at the abort of its checkpoint: exactly once either way.
 // - Once abort(N) happened, no write for N is submitted: not the next record, not a payload after
 //   its header, not the rest of a write the kernel cut short (scenario 3; asserted). Writes already
 //   in flight complete.
@@ -28,8 +30,9 @@
 //   runs then, so the coordinator can write the manifest while the fsync runs.
 // - An I/O error (ENOSPC, EIO, a write with no progress) aborts that checkpoint with io_error and
 //   the file path and errno text; its queued buffers are released; the next checkpoint can succeed.
-//   The file of an aborted checkpoint is closed and LEFT in place, without an `end` record (so any
-//   reader sees it is incomplete); storage's retention removes the incomplete checkpoint directory.
+//   The file of an aborted checkpoint is closed and LEFT in place, unsynced, and without an `end`
+//   record unless the abort came while the write carrying it was in flight; no manifest names it
+//   (recovery reads files only through a manifest), and storage's retention removes the directory.
 // - close() aborts the ongoing checkpoint (cancelled), stops in-flight I/O through the stop token,
 //   waits for the pump, and resolves every result waiter. Call it before destruction.
 //
@@ -202,8 +205,8 @@ class channel_state_writer {
   void wake_decided();
   void kick();
 
-  // The pump (channel_state_writer_io.cpp): runs while there is I/O to do, one step at a time (a step
-  // may be a batch of record writes in flight together).
+  // The pump (channel_state_writer_io.cpp): runs while there is I/O to do, one step (one write, or
+  // the fsync and close) at a time.
   runtime::task<void> pump();
   runtime::task<void> advance(checkpoint_job* job);
   runtime::task<void> write_next(checkpoint_job* job);
@@ -213,7 +216,9 @@ class channel_state_writer {
                                                              std::uint64_t offset);
   static runtime::task<io::result<void>> write_unless_aborted(checkpoint_job* job, std::span<const std::byte> data,
                                                               std::uint64_t offset);
-  runtime::task<void> finalize(checkpoint_job* job);
+  static std::array<std::byte, state_record_header_bytes + state_end_payload_bytes> end_record(
+      const checkpoint_job& job);
+  runtime::task<void> sync_and_close(checkpoint_job* job);
   runtime::task<void> retire();
   void fail(checkpoint_job& job, const io::error& error);
   void complete_ongoing();  // its file durable and closed: the ongoing checkpoint completed
