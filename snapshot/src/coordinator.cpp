@@ -325,16 +325,8 @@ runtime::task<void> coordinator::run_checkpoint(checkpoint_id id) {
 
 runtime::task<void> coordinator::drive(checkpoint_id id) {
   pending_checkpoint& p = pending_.at(id);
-  auto made = co_await storage_->create_checkpoint_dir(id);
-  if (!made) request_abort(p, abort_reason::io_error, fmt::format("checkpoint {}: {}", id, made.error().message()));
+  co_await open_dir(p);
   if (p.verdict) co_return;
-
-  // Off the critical path: the directory entries the commit needs, made durable while the tasks
-  // snapshot. The commit waits for this.
-  std::vector<task_id> task_ids;
-  for (const auto& entry : p.tasks) task_ids.push_back(entry.first);
-  p.prepared = std::make_shared<preparation>();
-  scope_.spawn(prepare(storage_, id, std::move(task_ids), p.prepared));
 
   p.at = stage::triggered;
   const trigger_options trigger{options_.alignment_timeout};
@@ -437,6 +429,7 @@ runtime::task<void> coordinator::finish(checkpoint_id id) {
   }
   last_end_at_ = home_->now();
   pending_.erase(id);
+  prepare_ahead();
   slot_free_.set();
 }
 
@@ -498,6 +491,7 @@ runtime::task<void> coordinator::stop() {
   slot_free_.set();
   scope_.request_stop();
   co_await scope_.join();
+  co_await discard_ahead();
   while (active_calls_ > 0) {
     calls_done_.reset();
     const bool woken = co_await calls_done_.wait();

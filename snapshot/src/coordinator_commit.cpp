@@ -8,7 +8,7 @@
 // Until the last acknowledgement, N can still abort (a decline, a task leaving, the timeout,
 // stop()); its manifest, if written, is then taken back. A crash before that leaves either a
 // manifest whose files fail validation (recovery skips N) or one whose files are all durable.
-// Also here: the preparation of chk-N/, which the commit waits for.
+// (The preparation of chk-N/, which the commit waits for: coordinator_prepare.cpp.)
 
 #include <sluice/snapshot/coordinator.hpp>
 
@@ -35,20 +35,6 @@ std::string coordinator::missing_tasks(const pending_checkpoint& p, bool durable
     if (!in) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", entry.first);
   }
   return missing;
-}
-
-runtime::task<void> coordinator::prepare(checkpoint_storage* storage, checkpoint_id id, std::vector<task_id> tasks,
-                                         std::shared_ptr<preparation> into) {
-  auto prepared = co_await runtime::with_stop_token(storage->prepare_checkpoint(id, std::move(tasks)), std::stop_token{});
-  if (!prepared) into->failure = std::move(prepared).error();
-  into->done.set();
-}
-
-runtime::task<void> coordinator::await_prepared(std::shared_ptr<preparation> p) {
-  while (!p->done.is_set()) {
-    const bool woken = co_await runtime::with_stop_token(wait_for(&p->done), std::stop_token{});
-    (void)woken;
-  }
 }
 
 runtime::task<void> coordinator::commit(checkpoint_id id) {

@@ -40,6 +40,12 @@ runtime::task<io::result<void>> remove_files(std::string dir, std::vector<std::s
 
 }  // namespace
 
+runtime::task<io::result<void>> checkpoint_storage::discard_unused(checkpoint_id id) {
+  auto removed = co_await remove_checkpoint_dir(id, std::nullopt);
+  if (!removed && is_enoent(removed.error())) co_return io::success();
+  co_return removed;
+}
+
 runtime::task<io::result<void>> checkpoint_storage::remove_checkpoint_dir(checkpoint_id id,
                                                                           std::optional<checkpoint_manifest> manifest) {
   const std::string dir = checkpoint_dir(id);

@@ -283,3 +283,56 @@ TEST_CASE("after stop_periodic no periodic checkpoint follows, and trigger_now s
   for (const checkpoint_stats& s : stats) CHECK(s.outcome.completed());
   CHECK(stats.back().id == 3);
 }
+
+namespace {
+
+struct ahead_seen {
+  std::vector<std::string> after_first;   // the root once checkpoint 1 ended
+  std::vector<std::string> chk2_names;    // chk-2/ then, before its trigger
+  std::vector<std::string> after_join;    // the root once checkpoint 3 (after a task joined) ended
+  std::vector<checkpoint_stats> stats;
+};
+
+// Periodic checkpoints every second. When one ends, the next one's directory is made and prepared
+// for the tasks registered then; a task joining in between makes the trigger prepare the names
+// the directory lacks; stop() removes the directory prepared for a checkpoint that never came.
+task<void> prepared_ahead(temp_dir* dir, ahead_seen* seen) {
+  executor* ex = executor::current();
+  checkpoint_storage storage(dir->file("checkpoints"), storage_options{.retained_checkpoints = 10});
+  coordinator_options options;
+  options.interval = 1s;
+  options.min_pause = 0ms;
+  coordinator c(*ex, storage, options);
+  fake_job job(c, storage);
+  job.add(*ex, true);
+  job.add(*ex, false);
+  co_await job.register_all(ex);
+  c.start();
+  co_await sluice::runtime::sleep_for(1500ms);  // checkpoint 1 at 1 s
+  seen->after_first = entries(dir->file("checkpoints"));
+  seen->chk2_names = entries(dir->file("checkpoints/chk-2"));
+  co_await sluice::runtime::sleep_for(1000ms);  // checkpoint 2 at 2 s
+  c.add_participant(job.add(*ex, false));       // chk-3/ was prepared for two tasks
+  co_await sluice::runtime::sleep_for(1000ms);  // checkpoint 3 at 3 s, for three
+  seen->after_join = entries(dir->file("checkpoints"));
+  co_await c.stop();
+  co_await job.remove_all();
+  seen->stats.assign(c.stats().begin(), c.stats().end());
+}
+
+}  // namespace
+
+TEST_CASE("periodic checkpoints prepare the next one's directory ahead, and stop() removes one left unused") {
+  temp_dir dir;
+  ahead_seen seen;
+  sync_wait(prepared_ahead(&dir, &seen), virtual_time());
+  CHECK(seen.after_first == std::vector<std::string>{"chk-1", "chk-2"});
+  // Ready before its trigger: the manifest's name and each task's state file, empty.
+  CHECK(seen.chk2_names == std::vector<std::string>{"_manifest", "task-0.state", "task-1.state"});
+  CHECK(seen.after_join == std::vector<std::string>{"chk-1", "chk-2", "chk-3", "chk-4"});
+  REQUIRE(seen.stats.size() == 3);
+  for (const checkpoint_stats& s : seen.stats) CHECK(s.outcome.completed());
+  CHECK(seen.stats.back().tasks == 3);
+  // chk-4, prepared when checkpoint 3 ended, never ran: gone.
+  CHECK(entries(dir.file("checkpoints")) == std::vector<std::string>{"chk-1", "chk-2", "chk-3"});
+}

@@ -9,6 +9,13 @@
 //      concurrently with the tasks' snapshots, never delaying the trigger: it creates `_manifest`
 //      and every task's state file name empty (never truncating) and fsyncs chk-N/ and the root,
 //      so the commit needs only the manifest's own bytes durable.
+//      Periodic checkpoints prepare AHEAD (coordinator_prepare.cpp): when checkpoint N-1 ends, chk-N/
+//      is made and prepared for the tasks registered then, so N's trigger finds it ready (no mkdir
+//      before the trigger, and no creates and directory fsyncs of the preparation contending with
+//      the tasks' own file I/O). If the task set changed, the trigger prepares what is
+//      missing as above. Not with reserve_ids (cluster/: an id is used only once reserved); an
+//      unused prepared directory is removed by stop(), and one a crash leaves behind is an
+//      uncommitted checkpoint like any other (recovery skips it, retention removes it).
 //   2. wait until every task registered at the trigger reported N written (its state file holds
 //      every byte; its fsync runs) or acknowledged it (durable, which implies written). A decline,
 //      `checkpoint_timeout` (expired), a task joining or leaving (coordinator), a newer checkpoint
@@ -228,9 +235,18 @@ class coordinator final : public checkpoint_acknowledger {
   checkpoint_id begin_checkpoint(checkpoint_mode mode, outcome_slot* waiter);
   runtime::task<void> run_checkpoint(checkpoint_id id);
   runtime::task<void> drive(checkpoint_id id);
-  // Runs prepare_checkpoint to its end (not cancelled by stop()) and records its result.
+  // --- chk-N/ (coordinator_prepare.cpp) ---
+  // Step 1's directory: taken from ahead_ when it was prepared for N and the same tasks, else made
+  // (an existing one is fine then) and its preparation started. Sets p.prepared, or the verdict.
+  runtime::task<void> open_dir(pending_checkpoint& p);
+  // After a periodic checkpoint ended: chk-<next id>/ made and prepared for the tasks registered now.
+  void prepare_ahead();
+  // At stop(): a directory prepared ahead that no checkpoint used is removed.
+  runtime::task<void> discard_ahead();
+  // Runs prepare_checkpoint to its end (not cancelled by stop()) and records its result; with
+  // `make_dir`, mkdir chk-<id>/ first.
   static runtime::task<void> prepare(checkpoint_storage* storage, checkpoint_id id, std::vector<task_id> tasks,
-                                     std::shared_ptr<preparation> into);
+                                     std::shared_ptr<preparation> into, bool make_dir);
   static runtime::task<bool> wait_for(runtime::event* e);
   // The tasks of `p` that have not acknowledged (durable) or not reported written, "2, 5".
   static std::string missing_tasks(const pending_checkpoint& p, bool durable);
@@ -263,7 +279,13 @@ class coordinator final : public checkpoint_acknowledger {
   std::size_t forced_waiting_ = 0;  // trigger_now calls waiting for a slot (they go first)
   runtime::event slot_free_;        // set whenever a checkpoint ends or stop() begins
   runtime::semaphore commit_slot_{1};
-  runtime::scope scope_;            // the trigger loop and every run_checkpoint
+  runtime::scope scope_;            // the trigger loop, every run_checkpoint and the preparation ahead
+  struct prepared_ahead {           // chk-<id>/ made and prepared before its trigger (prepare_ahead)
+    checkpoint_id id = no_checkpoint;
+    std::vector<task_id> tasks;     // the tasks it was prepared for, in order
+    std::shared_ptr<preparation> prepared;
+  };
+  std::optional<prepared_ahead> ahead_;
   std::size_t active_calls_ = 0;    // trigger_now calls in progress (stop() waits for them)
   runtime::event calls_done_;
   runtime::event stopped_;
