@@ -113,6 +113,10 @@ rt::task<void> stream_task::run() {
         ok = failure("stopped");
         break;
       }
+      if (deferred_failure_) {  // a sink's precommit, run beside the loop, failed
+        ok = std::move(*deferred_failure_);
+        break;
+      }
       // A task that never waits would keep the I/O of its executor (state writes, the coordinator's
       // commits) from being submitted: let one loop turn through every yield_interval.
       if (const auto now = wiring_.executor->now(); now >= next_yield) {

@@ -170,6 +170,8 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   std::vector<snapshot::operator_snapshot> operator_states() override;
   bool is_sink() const noexcept override { return built_.output_->is_sink(); }
   runtime::task<io::result<std::vector<std::byte>>> sink_state(snapshot::checkpoint_id id) override;
+  void hold_sink() override { built_.output_->hold(); }
+  void fail_task(io::error error) override;
   std::optional<std::vector<std::byte>> output_backlog() const override;
   bool output_backlogged() const noexcept override { return built_.output_->backlogged(); }
   runtime::task<io::result<void>> drain_output() override { return built_.output_->drain(); }
@@ -198,6 +200,7 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   bool data_end_reported_ = false;
   std::deque<message> mailbox_;
   runtime::event wake_;
+  std::optional<io::error> deferred_failure_;  // fail_task(): the loop ends with it
   std::uint64_t records_in_ = 0;
   task_meters meters_;
   enum class phase { created, restoring, running, ending, awaiting_finish, closing, ended } phase_ = phase::created;

@@ -60,6 +60,11 @@ rt::task<io::result<std::vector<std::byte>>> stream_task::sink_state(ss::checkpo
   co_return co_await built_.output_->snapshot(id);
 }
 
+void stream_task::fail_task(io::error error) {
+  if (!deferred_failure_) deferred_failure_ = std::move(error);
+  wake_.set();
+}
+
 std::optional<std::vector<std::byte>> stream_task::output_backlog() const {
   const auto* tail = dynamic_cast<const backlog_source*>(built_.output_);
   if (tail == nullptr) return std::nullopt;

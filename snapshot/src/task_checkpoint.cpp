@@ -112,19 +112,38 @@ runtime::task<io::result<bool>> task_checkpoint::take_unaligned(checkpoint_id id
   }
   // Records the chain produced that are not out yet (in the backlog, or written by the sink): they
   // come after the barrier, but belong before it; recovery sends or writes them first. So a slow
-  // sink does not hold the checkpoint up.
+  // sink does not hold the checkpoint up. Taken now: what comes later is after the barrier.
+  std::optional<std::vector<std::byte>> backlog = subject_->output_backlog();
+  if (!options_.has_input) (void)writer_.finish_input(id);
   if (subject_->is_sink()) {
-    io::result<std::vector<std::byte>> sink = co_await subject_->sink_state(id);
-    if (!sink) co_return std::move(sink).error();
-    ops.push_back({section_index(state_section::sink), std::move(sink).value()});
+    // The sink's precommit runs while the task goes on taking the other channels' barriers (a
+    // millisecond or more of flushes and fsyncs that used to come before the next barrier); the
+    // sink writes nothing meanwhile. Its state completes the file's output side when it is in.
+    subject_->hold_sink();
+    watchers_.spawn(add_sink_state(id, std::move(ops), std::move(backlog)));
+    co_return true;
   }
-  if (std::optional<std::vector<std::byte>> backlog = subject_->output_backlog()) {
-    ops.push_back({section_index(state_section::output_backlog), std::move(*backlog)});
-  }
+  add_operator_states(id, std::move(ops), std::move(backlog));
+  co_return true;
+}
+
+void task_checkpoint::add_operator_states(checkpoint_id id, std::vector<operator_snapshot> ops,
+                                          std::optional<std::vector<std::byte>> backlog) {
+  if (backlog) ops.push_back({section_index(state_section::output_backlog), std::move(*backlog)});
   for (operator_snapshot& op : ops) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
   (void)writer_.finish_output(id);
-  if (!options_.has_input) (void)writer_.finish_input(id);
-  co_return true;
+}
+
+runtime::task<void> task_checkpoint::add_sink_state(checkpoint_id id, std::vector<operator_snapshot> ops,
+                                                    std::optional<std::vector<std::byte>> backlog) {
+  io::result<std::vector<std::byte>> sink = co_await subject_->sink_state(id);
+  if (!sink) {
+    writer_.abort(id, abort_reason::io_error, sink.error().message());
+    subject_->fail_task(std::move(sink).error());
+    co_return;
+  }
+  ops.push_back({section_index(state_section::sink), std::move(sink).value()});
+  add_operator_states(id, std::move(ops), std::move(backlog));
 }
 
 void task_checkpoint::capture(checkpoint_id id, std::uint32_t channel, std::vector<bf::buffer_view> views) {

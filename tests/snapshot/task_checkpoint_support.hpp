@@ -74,10 +74,16 @@ class fake_subject final : public snapshot::checkpoint_subject {
 
   std::vector<snapshot::operator_snapshot> operator_states() override { return operators; }
   bool is_sink() const noexcept override { return sink; }
+  std::optional<io::error> sink_error;  // sink_state fails with it
   runtime::task<io::result<std::vector<std::byte>>> sink_state(snapshot::checkpoint_id id) override {
     sink_state_ids.push_back(id);
+    if (sink_error) co_return *sink_error;
     co_return sink_bytes;
   }
+  int holds = 0;
+  std::vector<io::error> failures;
+  void hold_sink() override { ++holds; }
+  void fail_task(io::error error) override { failures.push_back(std::move(error)); }
   std::optional<std::vector<std::byte>> output_backlog() const override { return backlog; }
   bool output_backlogged() const noexcept override { return backlogged; }
   runtime::task<io::result<void>> drain_output() override {

@@ -18,6 +18,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -615,3 +616,67 @@ TEST_CASE("scenario 9: a task cancelled while its checkpoint's output is pending
   CHECK(seen.items0 == "db");     // the barrier stayed in-band: no switch after the cancel
 }
 
+// --- an unaligned sink's precommit beside the task ----------------------------------------------
+
+namespace {
+
+struct sink_beside_seen {
+  int holds = 0;
+  std::vector<checkpoint_id> sink_state_ids;
+  std::size_t failures = 0;
+  std::string failure;
+  std::vector<recording_acknowledger::declined> declines;
+  std::size_t acks = 0;
+};
+
+// The sink's state is taken after take() returned (the task goes on meanwhile), with the sink held
+// from the barrier on; a failed precommit declines the checkpoint and fails the task.
+task<void> sink_precommit_beside(std::string chk6, std::string chk7, sink_beside_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  task_harness h(memory, /*has_input=*/true);
+  h.subject.sink = true;
+  h.subject.sink_bytes = bytes_of("staged");
+  io::result<void> six = co_await h.checkpoint.take(6, checkpoint_mode::unaligned, chk6);
+  REQUIRE(six.ok());
+  CHECK(h.subject.holds == 1);
+  CHECK(h.subject.sink_state_ids.empty());  // not awaited in line: it runs beside the task
+  h.checkpoint.finish_input(6);
+  const checkpoint_outcome outcome = co_await h.checkpoint.writer().result(6);
+  CHECK(outcome.completed());
+  h.subject.sink_error = io::error(std::make_error_code(std::errc::io_error), "precommit: broker gone");
+  io::result<void> seven = co_await h.checkpoint.take(7, checkpoint_mode::unaligned, chk7);
+  REQUIRE(seven.ok());
+  h.checkpoint.finish_input(7);
+  co_await runtime::sleep_for(5ms);
+  seen->holds = h.subject.holds;
+  seen->sink_state_ids = h.subject.sink_state_ids;
+  seen->failures = h.subject.failures.size();
+  if (!h.subject.failures.empty()) seen->failure = h.subject.failures.front().message();
+  seen->declines = h.acknowledger.declines;
+  seen->acks = h.acknowledger.acks.size();
+  co_await h.checkpoint.close();
+}
+
+}  // namespace
+
+TEST_CASE("an unaligned sink's precommit runs beside the task, holding the sink, and its failure declines the "
+          "checkpoint and fails the task",
+          "[task_checkpoint]") {
+  temp_dir dir;
+  sink_beside_seen seen;
+  sync_wait(sink_precommit_beside(chk_dir(dir, 6), chk_dir(dir, 7), &seen), test::virtual_time());
+  CHECK(seen.holds == 2);
+  CHECK(seen.sink_state_ids == std::vector<checkpoint_id>{6, 7});
+  CHECK(seen.acks == 1);
+  REQUIRE(seen.declines.size() == 1);
+  CHECK(seen.declines[0].id == 7);
+  CHECK(seen.declines[0].reason == abort_reason::io_error);
+  CHECK(seen.failures == 1);
+  CHECK(seen.failure.find("broker gone") != std::string::npos);
+  const auto file = test::parse_state_file(state_path(dir.file("chk-6")));
+  const auto sink = std::find_if(file.records.begin(), file.records.end(), [](const auto& r) {
+    return r.header.index == section_index(state_section::sink);
+  });
+  REQUIRE(sink != file.records.end());
+  CHECK(sink->payload == bytes_of("staged"));
+}

@@ -90,11 +90,22 @@ class connector_sink_tail final : public output_tail, public collector<T>, publi
   void end_of_data() override {}
 
   bool backlogged() const noexcept override { return !queue_.empty(); }
-  bool ready() const noexcept override { return options_.per_record_delay.count() == 0 || now() >= next_due_; }
-  runtime::task<void> wait_ready() override { (void)co_await runtime::sleep_until(next_due_); }
+  bool ready() const noexcept override {
+    return holds_ == 0 && (options_.per_record_delay.count() == 0 || now() >= next_due_);
+  }
+  runtime::task<void> wait_ready() override {
+    if (holds_ > 0) {
+      (void)co_await unheld_.wait();
+      co_return;
+    }
+    (void)co_await runtime::sleep_until(next_due_);
+  }
   runtime::task<io::result<void>> drain() override {
     while (!queue_.empty()) {
+      io::result<void> unheld = co_await wait_unheld();
+      if (!unheld) co_return unheld;
       if (!ready()) (void)co_await runtime::sleep_until(next_due_);
+      if (holds_ > 0) continue;  // held again while it slept
       io::result<void> written = co_await write_next();
       if (!written) co_return written;
     }
@@ -108,6 +119,11 @@ class connector_sink_tail final : public output_tail, public collector<T>, publi
     co_return io::result<void>();
   }
   bool is_sink() const noexcept override { return true; }
+  void hold() override {
+    ++holds_;
+    ++unclaimed_holds_;
+    unheld_.reset();
+  }
   // The checkpoint keeps the connector's bytes behind its run (sink_recovery::run).
   runtime::task<io::result<void>> recover(std::vector<std::byte> state) override {
     io::result<sink_recovery> from = detail::unframe_sink_state(std::move(state));
@@ -115,13 +131,48 @@ class connector_sink_tail final : public output_tail, public collector<T>, publi
     run_ = from.value().run;
     co_return co_await connector_->recover(std::move(from).value());
   }
+  // One call into the connector at a time. The task loop makes every call but one: the precommit of
+  // an unaligned checkpoint runs beside it (after hold()), so a commit waits for it and it for a
+  // commit in flight; writes wait for the hold to end (drain, ready), the close for both.
   runtime::task<io::result<std::vector<std::byte>>> snapshot(snapshot::checkpoint_id id) override {
+    // Its hold: one hold() made for it (any: they are alike), or one of its own.
+    if (unclaimed_holds_ > 0) {
+      --unclaimed_holds_;
+    } else {
+      ++holds_;
+      unheld_.reset();
+    }
+    io::result<void> free = co_await wait_idle();
+    if (!free) {
+      unhold();
+      co_return std::move(free).error();
+    }
+    busy_ = true;
+    idle_.reset();
     io::result<std::vector<std::byte>> bytes = co_await connector_->precommit(id);
+    busy_ = false;
+    idle_.set();
+    unhold();
     if (!bytes) co_return bytes;
     co_return detail::frame_sink_state(run_, std::move(bytes).value());
   }
-  runtime::task<io::result<void>> commit(snapshot::checkpoint_id id) override { return connector_->commit(id); }
-  runtime::task<void> close() override { return connector_->close(); }
+  runtime::task<io::result<void>> commit(snapshot::checkpoint_id id) override {
+    io::result<void> free = co_await wait_idle();
+    if (!free) co_return free;
+    busy_ = true;
+    idle_.reset();
+    io::result<void> committed = co_await connector_->commit(id);
+    busy_ = false;
+    idle_.set();
+    co_return committed;
+  }
+  runtime::task<void> close() override {
+    // Not cancellable (the task is stopping here): the connector must not close under a precommit,
+    // and a hold is released by the precommit that follows it.
+    while (holds_ > 0) (void)co_await runtime::with_stop_token(wait_event(&unheld_), std::stop_token{});
+    while (busy_) (void)co_await runtime::with_stop_token(wait_event(&idle_), std::stop_token{});
+    co_await connector_->close();
+  }
   std::uint64_t records_out() const noexcept override { return records_; }
   std::vector<std::byte> backlog_state() const override {
     return detail::encode_state(std::vector<W>(queue_.begin(), queue_.end()));
@@ -131,6 +182,29 @@ class connector_sink_tail final : public output_tail, public collector<T>, publi
   }
 
  private:
+  static runtime::task<bool> wait_event(runtime::event* e) { co_return co_await e->wait(); }
+  static io::error stopped() {
+    return io::error(std::make_error_code(std::errc::operation_canceled), "the sink task was stopped");
+  }
+  // Return once the hold is off / no precommit or commit is in the connector (a stopped wait: an
+  // error, the task is ending).
+  runtime::task<io::result<void>> wait_unheld() {
+    while (holds_ > 0) {
+      const bool woken = co_await unheld_.wait();
+      if (!woken) co_return stopped();
+    }
+    co_return io::result<void>();
+  }
+  runtime::task<io::result<void>> wait_idle() {
+    while (busy_) {
+      const bool woken = co_await idle_.wait();
+      if (!woken) co_return stopped();
+    }
+    co_return io::result<void>();
+  }
+  void unhold() {
+    if (--holds_ == 0) unheld_.set();
+  }
   runtime::task<io::result<void>> write_next() {
     io::result<void> written = co_await connector_->write(queue_.front());
     if (!written) co_return written;
@@ -147,6 +221,13 @@ class connector_sink_tail final : public output_tail, public collector<T>, publi
   std::function<W(const T&)> convert_;
   sink_options options_;
   clock::time_point next_due_{};
+  // Held (no write) from hold() until the snapshot that follows it returns, and during any
+  // snapshot: a count, as an unaligned checkpoint's hold may come while another's precommit runs.
+  std::uint32_t holds_ = 0;
+  std::uint32_t unclaimed_holds_ = 0;  // hold()s whose snapshot has not begun
+  bool busy_ = false;                  // a precommit or a commit is in the connector
+  runtime::event unheld_{true};        // set while holds_ == 0
+  runtime::event idle_{true};    // set while !busy_
   std::deque<W> queue_;
   std::uint64_t records_ = 0;
 };

@@ -77,6 +77,9 @@ class output_tail : public chain_part {
   // unaligned barrier.
   virtual runtime::task<io::result<void>> drain_ready() { return drain(); }
   virtual bool is_sink() const noexcept { return false; }
+  // Sinks: from here until the next snapshot() returns, write nothing (ready() false, drain() and
+  // commit() wait): an unaligned checkpoint's precommit runs beside the task (task_checkpoint.hpp).
+  virtual void hold() {}
   // Sinks: their two-phase commit (exactly_once_file_sink).
   virtual runtime::task<io::result<void>> recover(std::vector<std::byte> /*state*/) { co_return io::result<void>(); }
   virtual runtime::task<io::result<std::vector<std::byte>>> snapshot(snapshot::checkpoint_id /*id*/) {

@@ -13,7 +13,9 @@
 //   state; then the unread input (per channel: the half-read record of its deserializer, then the
 //   unread rest of the current buffer), the sink's unwritten lines, the output backlog and the
 //   operator state. The barrier handler's captures (capture()) follow until every channel's barrier
-//   is in (finish_input()).
+//   is in (finish_input()). A sink's precommit (sink_state) is not awaited in line: the sink is held
+//   (hold_sink) and the precommit runs while the task takes its other channels' barriers; its state
+//   completes the file when it is in, and its failure fails the task (fail_task).
 // Channel state is a byte stream per channel, not whole records: a sender's part may begin inside
 // a record whose first part the receiver holds as its partial record. The receiver's part, then the
 // sender's part, then what follows on the channel, is the exact stream; recovery feeds them in that
@@ -62,6 +64,14 @@ class checkpoint_subject {
   virtual bool is_sink() const noexcept = 0;
   // A sink's state at `id` (state_section::sink); only for a sink.
   virtual runtime::task<io::result<std::vector<std::byte>>> sink_state(checkpoint_id id) = 0;
+  // An unaligned checkpoint takes a sink's state (a precommit: flushes, fsyncs, a broker's round
+  // trip) while the task goes on taking its other channels' barriers. hold_sink() comes at the
+  // barrier, before sink_state(id): from then until sink_state(id) returns, the sink writes
+  // nothing, so no record from after the barrier reaches what that checkpoint commits.
+  virtual void hold_sink() = 0;
+  // That deferred sink_state failed: the task must fail with `error` (a precommit's error ends the
+  // task, as it does when awaited in line).
+  virtual void fail_task(io::error error) = 0;
   // Records queued in front of the partition (state_section::output_backlog); nullopt: the output
   // keeps no backlog (a sink).
   virtual std::optional<std::vector<std::byte>> output_backlog() const = 0;
@@ -126,6 +136,12 @@ class task_checkpoint {
   runtime::task<io::result<bool>> take_aligned(checkpoint_id id, checkpoint_mode mode, std::string dir,
                                                std::vector<operator_snapshot> ops);
   runtime::task<io::result<bool>> take_unaligned(checkpoint_id id, std::string dir, std::vector<operator_snapshot> ops);
+  // The operator states (and the backlog) into the file, and its output side finished.
+  void add_operator_states(checkpoint_id id, std::vector<operator_snapshot> ops,
+                           std::optional<std::vector<std::byte>> backlog);
+  // An unaligned sink's precommit, awaited while the task goes on; then add_operator_states.
+  runtime::task<void> add_sink_state(checkpoint_id id, std::vector<operator_snapshot> ops,
+                                     std::optional<std::vector<std::byte>> backlog);
   bool barrier_queued(const buffers::buffer_view& barrier) const;
   runtime::task<void> switch_after_timeout(checkpoint_id id, buffers::buffer_view barrier);
   // Reports `id` once the writer's result is in; `unaligned`: the snapshot was taken unaligned.
