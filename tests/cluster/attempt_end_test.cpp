@@ -70,7 +70,7 @@ runtime::task<std::optional<std::string>> watch_while(etcd::endpoint where, std:
 
 }  // namespace
 
-TEST_CASE("cluster attempt: a worker that leaves it without a word ends it on the others, with its reason; one that ended the job in it does not") {
+TEST_CASE("cluster attempt: a worker that leaves it without a word ends it on the others, with its reason, but one that ended the job in it does not") {
   SLUICE_SKIP_WITHOUT_ETCD();
   test::running_etcd etcd;
   const std::optional<std::string> failed = runtime::sync_wait(
