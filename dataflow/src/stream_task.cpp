@@ -154,6 +154,10 @@ rt::task<void> stream_task::run() {
     // order to finish, in that order (task_wiring::await_finish).
     while (ok && wiring_.await_finish && !finish_requested_) {
       phase_ = phase::awaiting_finish;
+      if (deferred_failure_) {
+        ok = std::move(*deferred_failure_);
+        break;
+      }
       if (mailbox_.empty()) {
         const bool woke = co_await wake_.wait();
         if (!woke) {
@@ -179,6 +183,10 @@ rt::task<void> stream_task::run() {
   if (built_.source_ != nullptr) co_await built_.source_->close();
   co_await built_.output_->close();
   co_await checkpoint_.close();
+  // A sink's precommit that ran beside the loop and failed after it ended (the close waits for it).
+  if (!failed && deferred_failure_ && !stop.stop_requested()) {
+    failed = fmt::format("task {}: {}", wiring_.name, deferred_failure_->message());
+  }
   phase_ = phase::ended;
   ss::task_id id = wiring_.id;
   task_listener* listener = wiring_.listener;
