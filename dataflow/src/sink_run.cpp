@@ -1,10 +1,12 @@
-// A sink's run and the framing of its checkpointed bytes (connector_parts.hpp, sink_recovery).
+// A sink's run and the framing of its checkpointed bytes (connector_parts.hpp, sink_recovery); and the
+// wait connector_sink_tail::close() makes, out of line.
 #include <sluice/dataflow/connector_parts.hpp>
 
 #include <sluice/runtime/system.hpp>
 
 #include <fmt/core.h>
 
+#include <stop_token>
 #include <system_error>
 
 namespace sluice::dataflow::detail {
@@ -73,6 +75,21 @@ io::result<sink_recovery> unframe_sink_state(std::vector<std::byte> state) {
   from.precommitted.assign(state.begin() + static_cast<std::ptrdiff_t>(2 + length), state.end());
   from.fresh = false;
   return from;
+}
+
+}  // namespace sluice::dataflow::detail
+
+namespace sluice::dataflow::detail {
+
+namespace {
+runtime::task<bool> wait_event(runtime::event* e) { co_return co_await e->wait(); }
+}  // namespace
+
+runtime::task<void> wait_set_unstoppable(runtime::event* e) {
+  while (!e->is_set()) {
+    const bool woken = co_await runtime::with_stop_token(wait_event(e), std::stop_token{});
+    (void)woken;
+  }
 }
 
 }  // namespace sluice::dataflow::detail

@@ -85,7 +85,8 @@ runtime::task<void> coordinator::discard_ahead() {
   prepared_ahead ahead = std::move(*ahead_);
   ahead_.reset();
   if (!ahead.prepared->done.is_set()) co_await await_prepared(ahead.prepared);
-  auto removed = co_await runtime::with_stop_token(storage_->discard_unused(ahead.id), std::stop_token{});
+  auto removed = co_await runtime::with_stop_token(storage_->discard_unused(ahead.id, std::move(ahead.tasks)),
+                                                   std::stop_token{});
   if (!removed) {
     runtime::log::warn("checkpoint coordinator: chk-{}, prepared ahead and unused, could not be removed: {}", ahead.id,
                        removed.error().message());

@@ -40,8 +40,12 @@ runtime::task<io::result<void>> remove_files(std::string dir, std::vector<std::s
 
 }  // namespace
 
-runtime::task<io::result<void>> checkpoint_storage::discard_unused(checkpoint_id id) {
-  auto removed = co_await remove_checkpoint_dir(id, std::nullopt);
+runtime::task<io::result<void>> checkpoint_storage::discard_unused(checkpoint_id id, std::vector<task_id> tasks) {
+  // As a manifest would list them: remove_checkpoint_dir unlinks these and `_manifest` by name.
+  checkpoint_manifest names;
+  names.checkpoint = id;
+  for (const task_id task : tasks) names.files.push_back({.name = state_file_name(task)});
+  auto removed = co_await remove_checkpoint_dir(id, std::move(names));
   if (!removed && is_enoent(removed.error())) co_return io::success();
   co_return removed;
 }

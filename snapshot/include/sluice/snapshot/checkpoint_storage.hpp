@@ -141,9 +141,10 @@ class checkpoint_storage {
   // commit_manifest of `id` that lists only these files takes the fast path. Errors are prefixed
   // "prepare checkpoint <id>: ".
   runtime::task<io::result<void>> prepare_checkpoint(checkpoint_id id, std::vector<task_id> tasks);
-  // Removes chk-<id>/ and what is in it: a directory prepared for a checkpoint that never ran (the
-  // coordinator prepares periodic checkpoints ahead). A missing one is fine.
-  runtime::task<io::result<void>> discard_unused(checkpoint_id id);
+  // Removes chk-<id>/ and what prepare_checkpoint(id, tasks) made in it: a directory prepared for a
+  // checkpoint that never ran (the coordinator prepares periodic checkpoints ahead). The names are
+  // known, so the directory is listed only if something else is in it. A missing one is fine.
+  runtime::task<io::result<void>> discard_unused(checkpoint_id id, std::vector<task_id> tasks);
 
   // Reads chk-<id>/task-<t>.state back, validates it end to end, and returns its manifest entry.
   runtime::task<io::result<manifest_file>> describe_state_file(checkpoint_id id, task_id task);
