@@ -532,7 +532,10 @@ rt::task<job_result> runner::run_tasks() {
     for (const task_plan& t : plan_.tasks()) co_await coordinator_->remove_participant(t.id, "job ended");
   }
   if (history_) co_await history_->close();  // the last checkpoint's line written
-  if (!failure_) co_await wiring_->wait_remote_closed();
+  // Only a job that ended by its data waits for its remote inputs to close: then every producer
+  // finishes its partition (end-of-partition closes the channel). A stopped job's producers stopped
+  // where they were and never will: waiting for them hung every stop over tcp channels for good.
+  if (ended_by_data()) co_await wiring_->wait_remote_closed();
   co_await wiring_->close();
   for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
   result.buffer_violations = buffer_violations_;

@@ -133,6 +133,12 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   job_fingerprint identity_;  // job_fingerprint.hpp
   cluster_link* link_;
   bool coordinating() const noexcept { return link_ == nullptr || link_->leader(); }
+  // The tasks ended on their own, at the end of their data: no failure and no stop asked of them
+  // (a drain, a stop now, a task failing after the final checkpoint).
+  bool ended_by_data() const noexcept {
+    const bool stop_asked = tasks_scope_.token() != nullptr && tasks_scope_.token()->stop_requested();
+    return !failure_ && !stopping_ && !stopped_at_ && !stop_asked;
+  }
   std::optional<ss::checkpoint_storage> storage_;
   std::optional<ss::coordinator> coordinator_;
   std::optional<detail::job_history> history_;  // the coordinating side's history file (job_history.hpp)
