@@ -284,6 +284,8 @@ rt::task<io::result<void>> stream_task::step_input() {
   // through a long run of buffered records (a slow operator) and takes no item.
   const std::optional<std::chrono::steady_clock::time_point> deadline = handler_->deadline();
   if (deadline && wiring_.executor->now() >= *deadline) co_return co_await perform(handler_->on_timer());
+  // Switched: the handler promotes a barrier that reached the gate behind data since (no actions).
+  if (wiring_.mode == ss::checkpoint_mode::aligned_timeout && handler_->capturing()) (void)handler_->on_timer();
   const bool reading = current_channel_ && !deserializers_[*current_channel_].needs_buffer();
   if (reading && !gate.has_priority()) {
     if (wiring_.partition != nullptr && !wiring_.partition->writable()) {

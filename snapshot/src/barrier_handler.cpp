@@ -323,7 +323,15 @@ void barrier_handler::maybe_complete(barrier_actions& out) {
 }
 
 void barrier_handler::check_deadline(barrier_actions& out) {
-  if (phase_ != phase::aligning || options_.mode != checkpoint_mode::aligned_timeout) return;
+  if (options_.mode != checkpoint_mode::aligned_timeout) return;
+  if (phase_ == phase::capturing) {
+    // Switched: a barrier that reached the gate since, behind data, overtakes it as well.
+    for (channel_info& ch : channels_) {
+      if (ch.capturing) (void)ch.gate->promote_barrier(ch.channel, pending_);
+    }
+    return;
+  }
+  if (phase_ != phase::aligning) return;
   if (now() < deadline_) return;
   stats_.timed_out = true;
   // Blocked channels delivered their barrier: what is queued behind it is after the snapshot, not
