@@ -85,16 +85,18 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what, 
   settings.max_record_bytes = static_cast<std::size_t>(o.max_record_bytes);
   settings.network_memory_limit_bytes = static_cast<std::size_t>(o.network_memory_mib) << 20;
   settings.metrics_address = o.metrics;
-  // Two threads use `line` and `sampler`, never at once: on_progress runs on the job's executor 0
-  // thread, and this thread finishes the line after run_job returned, which it does only once every
-  // executor has stopped. So they need no lock. (The log's writer thread prints above the line
+  // Two threads use `line` and `sampler`, never at once: on_progress runs on the job's host thread
+  // (never an executor: a paused terminal slows the line, not the job), and this thread finishes the
+  // line after run_job returned, which it does only once the last callback has returned. So they
+  // need no lock. (The log's writer thread prints above the line
   // meanwhile, through print_above, which locks the line's output.)
   settings.handle_signals = true;
   settings.sigterm = o.on_sigterm == "now" ? dataflow::stop_mode::now : dataflow::stop_mode::drain;
   progress_line line({.quiet = o.quiet});
   progress_sampler sampler;
   // Under systemd (NOTIFY_SOCKET): READY=1, STATUS=, WATCHDOG=1, STOPPING=1 (service_notify.hpp).
-  // All three callbacks run on the job's executor 0, as the line's do.
+  // All three callbacks run on the job's host thread, as the line's do: a service manager that does
+  // not read its socket (sd_notify blocks) delays the notifications, never the job.
   service_notify notify;
   if (line.draws() || notify.active()) {
     const bool draws = line.draws();

@@ -14,7 +14,8 @@
 // - STOPPING=1 when a stop begins (job_settings::on_stopping), and while it lasts, with each
 //   progress report, EXTEND_TIMEOUT_USEC= so that a final checkpoint that makes progress is not cut
 //   short by TimeoutStopSec=.
-// Calls come from the job's executor 0 only (its callbacks), so no lock is needed.
+// Calls come from the job's host thread only (its callbacks: job_settings), so no lock is needed, and
+// an sd_notify that blocks (a busy PID 1 whose socket queue is full) blocks that thread, not the job.
 
 #include <sluice/dataflow/job_runner.hpp>
 

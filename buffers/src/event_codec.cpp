@@ -10,6 +10,7 @@ constexpr std::byte barrier_tag{0xE1};
 constexpr std::byte cancellation_tag{0xE2};
 constexpr std::byte end_of_data_tag{0xE3};
 constexpr std::byte watermark_tag{0xE4};
+constexpr std::byte announcement_tag{0xE5};
 constexpr std::byte custom_tag{0xEF};
 }  // namespace
 
@@ -24,6 +25,7 @@ std::size_t encode_event(const gate_event& event, std::span<std::byte> out) noex
     case gate_event::type::custom: out[0] = custom_tag; break;
     case gate_event::type::end_of_data: out[0] = end_of_data_tag; break;
     case gate_event::type::watermark: out[0] = watermark_tag; break;
+    case gate_event::type::barrier_announcement: out[0] = announcement_tag; break;
     case gate_event::type::channel_failed:
       assert(false && "channel_failed is made by a receiver; it never travels");
       out[0] = custom_tag;
@@ -45,6 +47,8 @@ std::optional<gate_event> decode_event(std::span<const std::byte> bytes) noexcep
     event.kind = gate_event::type::end_of_data;
   } else if (bytes[0] == watermark_tag) {
     event.kind = gate_event::type::watermark;
+  } else if (bytes[0] == announcement_tag) {
+    event.kind = gate_event::type::barrier_announcement;
   } else if (bytes[0] == custom_tag) {
     event.kind = gate_event::type::custom;
   } else {

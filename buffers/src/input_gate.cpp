@@ -18,6 +18,7 @@ std::string_view to_string(gate_event::type kind) noexcept {
     case gate_event::type::custom: return "custom";
     case gate_event::type::end_of_data: return "end-of-data";
     case gate_event::type::watermark: return "watermark";
+    case gate_event::type::barrier_announcement: return "barrier-announcement";
   }
   return "unknown";
 }

@@ -41,6 +41,33 @@ std::vector<buffer_view> input_gate::queued_data_views(std::uint32_t channel, st
   return out;
 }
 
+bool input_gate::promote_barrier(std::uint32_t channel, std::uint64_t id) {
+  const accounting_guard at_exit{this};
+  check_owner();
+  channel_state& c = at(channel);
+  std::size_t data_ahead = 0;
+  for (std::size_t k = c.priority_front; k < c.queue.size(); ++k) {
+    entry& e = c.queue[k];
+    if (!e.event) {
+      ++data_ahead;
+      continue;
+    }
+    if (e.priority || e.event->kind != gate_event::type::barrier || e.event->id != id) continue;
+    entry promoted = std::move(e);
+    c.queue.erase(c.queue.begin() + static_cast<std::ptrdiff_t>(k));
+    promoted.priority = true;
+    promoted.overtaken = data_ahead;
+    c.queue.insert(c.queue.begin() + static_cast<std::ptrdiff_t>(c.priority_front), std::move(promoted));
+    ++c.priority_front;
+    ++priority_pending_;
+    priority_.set();
+    make_ready(channel);
+    wake_consumers();
+    return true;
+  }
+  return false;
+}
+
 void input_gate::fail_channel(std::uint32_t channel, std::string why) {
   const accounting_guard at_exit{this};
   check_owner();

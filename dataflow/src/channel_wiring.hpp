@@ -13,7 +13,8 @@
 // route is its local channel or its remote input.
 //
 // Lifetime: connect() once, on the runner's executor, after every local task was made; then
-// wait_remote_closed() after a clean end (every remote input closed), close() before the tasks are
+// wait_remote_closed() after a clean end by the data (every producer finished its partition: never
+// after a stop, whose producers stopped where they were), close() before the tasks are
 // destroyed (on every outcome), and destroy the wiring after the engine stopped (tcp_transport.hpp).
 
 #include "task_slot.hpp"

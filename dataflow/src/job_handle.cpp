@@ -105,6 +105,12 @@ rt::task<job_result> run_parts(job_state& st) {
   bf::network_memory memory(plan.budget(segment_bytes).total_bytes(), segment_bytes, st.settings.executors);
   auto r = std::make_unique<runner>(st.job, st.settings, plan, st.eng, memory, std::move(up.identity));
   r->directories = &up.dirs->value();
+  // On executor 0 once restored and wired (the host's on_ready goes through the runner's host lane).
+  job_state* raw = &st;
+  r->on_ready = [raw](std::optional<ss::checkpoint_id> from) {
+    raw->ready_info = job_ready{from};
+    raw->ready_or_ended.set();
+  };
   st.running = r.get();
   if (st.pending) r->request_stop(*st.pending);
   job_result result = co_await r->run();
@@ -183,14 +189,6 @@ job_handle start_job_on(rt::engine& eng, job_builder& job, job_settings settings
                                                  .floating_buffers = settings.floating_buffers});
   check_network_memory(plan, settings);
   auto st = std::make_shared<job_state>(eng, job, std::move(settings), std::move(plan));
-  // The ready callback, on executor 0 once restored and wired: the handle's, then the host's.
-  auto host_ready = std::move(st->settings.on_ready);
-  job_state* raw = st.get();
-  st->settings.on_ready = [raw, host_ready](std::optional<ss::checkpoint_id> from) {
-    raw->ready_info = job_ready{from};
-    raw->ready_or_ended.set();
-    if (host_ready) host_ready(from);
-  };
   job_handle handle(st);
   const std::stop_token stop = st->settings.stop;
   const std::stop_token drain = st->settings.drain;

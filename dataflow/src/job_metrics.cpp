@@ -234,6 +234,10 @@ void job_metrics::write_executors(io::prometheus_text& out, const std::vector<ex
   each("sluice_executor_network_buffers_in_use", metric_type::gauge,
        "Network buffers of the executor's pool held by its tasks' pools and channels.",
        [&](std::size_t e) { return std::uint64_t{executors[e].segments_total - executors[e].segments_free}; });
+  each("sluice_executor_stalls_total", metric_type::counter,
+       "Turns of the executor that ran longer than the stall threshold (SLUICE_STALL_MS, 100 ms by default; each "
+       "is logged with what it ran): a blocking call or a long computation on the executor.",
+       [&](std::size_t e) { return from_.engine->stalls(e); });
 }
 
 void job_metrics::write_checkpoints(io::prometheus_text& out) const {

@@ -170,7 +170,12 @@ rt::task<void> runner::run_helpers(task_slot* slot) {
 // On executor 0, as each checkpoint ends: the user's callback, and the count of failures in a row.
 void runner::checkpoint_ended(const ss::checkpoint_stats& stats) {
   if (metrics_) metrics_->checkpoint_ended(stats);
-  if (settings_.on_checkpoint) settings_.on_checkpoint(stats);
+  if (settings_.on_checkpoint) {
+    if (!host_.post([this, stats] { settings_.on_checkpoint(stats); })) {
+      runtime::log::warn("job {}: on_checkpoint of checkpoint {} dropped: {} host callbacks wait", job_.name(),
+                         stats.id, rt::host_calls::default_capacity);
+    }
+  }
   if (history_) history_->checkpoint_ended(stats);
   if (stats.outcome.completed()) {
     failures_in_a_row_ = 0;
@@ -314,11 +319,17 @@ rt::task<void> runner::report_progress() {
     const bool done = co_await rt::with_timeout(wait_all_ended(), settings_.progress_interval);
     if (done) break;
     job_progress p = co_await progress();
-    settings_.on_progress(p);
+    host_.post_latest(0, [this, p] { settings_.on_progress(p); });  // a slow host sees the newest only
   }
 }
 
 rt::task<job_result> runner::run() {
+  job_result result = co_await run_tasks();
+  co_await host_.drained();  // the host's last callbacks (a final on_checkpoint) have returned
+  co_return result;
+}
+
+rt::task<job_result> runner::run_tasks() {
   job_result result;
   started_ = engine_.at(0).now();
   // --- placement (job_plan.hpp) ------------------------------------------------------------------
@@ -491,8 +502,13 @@ rt::task<job_result> runner::run() {
     history_->job_started(job_.name(), result.resumed_from, restore_duration);
   }
   // Restored, wired and about to run: the host may say the job is up (READY=1, say).
-  if (settings_.on_ready) settings_.on_ready(result.resumed_from);
-  if (metrics_) metrics_->start(result.resumed_from, restore_duration, settings_.on_metrics_listening);
+  if (on_ready) on_ready(result.resumed_from);
+  if (settings_.on_ready) host_.post([this, from = result.resumed_from] { settings_.on_ready(from); });
+  std::function<void(std::uint16_t)> listening;
+  if (settings_.on_metrics_listening) {
+    listening = [this](std::uint16_t port) { host_.post([this, port] { settings_.on_metrics_listening(port); }); };
+  }
+  if (metrics_) metrics_->start(result.resumed_from, restore_duration, std::move(listening));
 
   // --- run ------------------------------------------------------------------------------------------
   for (task_slot* slot : mine_) {
@@ -516,7 +532,10 @@ rt::task<job_result> runner::run() {
     for (const task_plan& t : plan_.tasks()) co_await coordinator_->remove_participant(t.id, "job ended");
   }
   if (history_) co_await history_->close();  // the last checkpoint's line written
-  if (!failure_) co_await wiring_->wait_remote_closed();
+  // Only a job that ended by its data waits for its remote inputs to close: then every producer
+  // finishes its partition (end-of-partition closes the channel). A stopped job's producers stopped
+  // where they were and never will: waiting for them hung every stop over tcp channels for good.
+  if (ended_by_data()) co_await wiring_->wait_remote_closed();
   co_await wiring_->close();
   for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
   result.buffer_violations = buffer_violations_;

@@ -18,6 +18,7 @@
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/event.hpp>
+#include <sluice/runtime/host_calls.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/scope.hpp>
 #include <sluice/runtime/wait_report.hpp>
@@ -25,6 +26,7 @@
 #include <sluice/snapshot/recovery_plan.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,7 +51,11 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
       : job_(job), settings_(std::move(settings)), plan_(plan), engine_(eng), memory_(memory),
         identity_(std::move(identity)), link_(link) {}
   detail::job_directories* directories = nullptr;  // locked by run_job; claimed once recovery is planned
+  // Called on executor 0 when the job is ready, before the host's job_settings::on_ready is posted
+  // to the host lane (job_handle's).
+  std::function<void(std::optional<ss::checkpoint_id>)> on_ready;
 
+  // The run, then every host callback it posted has returned (host_calls.hpp).
   rt::task<job_result> run();
   // On executor 0, at any time (before the tasks run, it is kept until they do), runner_stop.cpp:
   // - now: the tasks stop where they are; the run ends with exit code 130 (resumable);
@@ -98,6 +104,7 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   }
 
  private:
+  rt::task<job_result> run_tasks();
   rt::task<void> make_task(task_slot* slot, const ss::task_state* recovered);
   rt::task<void> restore_operators(task_slot* slot, std::optional<std::string>* problem);
   rt::task<std::optional<std::string>> restore_problem(const ss::recovery_plan& plan);
@@ -126,6 +133,12 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   job_fingerprint identity_;  // job_fingerprint.hpp
   cluster_link* link_;
   bool coordinating() const noexcept { return link_ == nullptr || link_->leader(); }
+  // The tasks ended on their own, at the end of their data: no failure and no stop asked of them
+  // (a drain, a stop now, a task failing after the final checkpoint).
+  bool ended_by_data() const noexcept {
+    const bool stop_asked = tasks_scope_.token() != nullptr && tasks_scope_.token()->stop_requested();
+    return !failure_ && !stopping_ && !stopped_at_ && !stop_asked;
+  }
   std::optional<ss::checkpoint_storage> storage_;
   std::optional<ss::coordinator> coordinator_;
   std::optional<detail::job_history> history_;  // the coordinating side's history file (job_history.hpp)
@@ -154,6 +167,10 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   rt::scope tasks_scope_;
   rt::scope link_scope_;
   std::unique_ptr<job_metrics> metrics_;  // job_settings::metrics_address (job_metrics.hpp)
+  // The host's callbacks (job_settings::on_*) run here, off the executors: a host that does not keep
+  // up (a paused terminal, a full sd_notify socket) slows its callbacks, never the job (invariant 5).
+  // Inline under a simulation. Declared after settings_, whose callbacks it calls.
+  rt::host_calls host_{settings_.simulation != nullptr};
   std::chrono::steady_clock::time_point started_{};
 };
 

@@ -24,7 +24,7 @@
 namespace sluice::dataflow::detail {
 
 void runner::request_stop(stop_mode mode) {
-  if (!stopping_ && !draining_ && settings_.on_stopping) settings_.on_stopping(mode);
+  if (!stopping_ && !draining_ && settings_.on_stopping) host_.post([this, mode] { settings_.on_stopping(mode); });
   if (mode == stop_mode::now) {
     if (stopping_) return;
     stopping_ = true;

@@ -280,14 +280,27 @@ rt::task<io::result<void>> stream_task::step_output() {
 
 rt::task<io::result<void>> stream_task::step_input() {
   bf::input_gate& gate = *wiring_.gate;
+  // An aligned-with-timeout alignment switches when its time is up, also while the task works
+  // through a long run of buffered records (a slow operator) and takes no item.
+  const std::optional<std::chrono::steady_clock::time_point> deadline = handler_->deadline();
+  if (deadline && wiring_.executor->now() >= *deadline) co_return co_await perform(handler_->on_timer());
+  // Switched: the handler promotes a barrier that reached the gate behind data since (no actions).
+  if (wiring_.mode == ss::checkpoint_mode::aligned_timeout && handler_->capturing()) (void)handler_->on_timer();
   const bool reading = current_channel_ && !deserializers_[*current_channel_].needs_buffer();
   if (reading && !gate.has_priority()) {
     if (wiring_.partition != nullptr && !wiring_.partition->writable()) {
-      // Output full: wait for a buffer, a priority event or a message; never block the executor.
+      // Output full: wait for a buffer, a priority event, a message or the alignment's deadline;
+      // never block the executor.
       meters_.backpressure.begin(wiring_.executor->now());
-      auto r = co_await rt::when_any(wait_writable(wiring_.partition), wait_priority(&gate), wait_event(&wake_));
+      if (deadline) {
+        auto r = co_await rt::when_any(wait_writable(wiring_.partition), wait_priority(&gate), wait_event(&wake_),
+                                       sleep_until(*deadline));
+        (void)r;  // (the next step sees the deadline)
+      } else {
+        auto r = co_await rt::when_any(wait_writable(wiring_.partition), wait_priority(&gate), wait_event(&wake_));
+        (void)r;
+      }
       meters_.backpressure.end(wiring_.executor->now());
-      (void)r;
       co_return io::result<void>();
     }
     auto processed = in_chain([this] { process_records(); });

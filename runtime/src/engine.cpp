@@ -11,6 +11,9 @@
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/offload.hpp>
 
+#include "stall_detector.hpp"
+#include "thread_beat.hpp"
+
 #include <pthread.h>
 #include <sched.h>
 #include <sys/signalfd.h>
@@ -65,6 +68,7 @@ engine::engine(engine_options options)
   barrier_ = barrier;
   executors_.resize(n, nullptr);
   owned_.resize(n);
+  beats_.resize(n, nullptr);
   for (unsigned i = 0; i < n; ++i) {
     std::promise<executor*> ready;
     auto published = ready.get_future();
@@ -81,9 +85,14 @@ engine::engine(engine_options options)
     }
   }
   if (signal_fd_ >= 0) spawn_on(at(0), watch_signals());
+  if (options_.stalls.threshold.count() > 0) {
+    detector_ = std::make_unique<stall_detector>(beats_, options_.stalls);
+  }
 }
 
 engine::~engine() { stop(); }
+
+std::uint64_t engine::stalls(std::size_t index) const noexcept { return detector_ ? detector_->stalls(index) : 0; }
 
 void engine::thread_main(std::size_t index, std::promise<executor*> ready) {
   auto* barrier = static_cast<shutdown_barrier*>(barrier_);
@@ -104,6 +113,7 @@ void engine::thread_main(std::size_t index, std::promise<executor*> ready) {
     eo.uring = options_.uring;
     eo.batch_limit = options_.batch_limit;
     ex = std::make_unique<executor>(std::move(eo));
+    beats_[index] = &detail::this_thread_beat();
   } catch (...) {
     ready.set_exception(std::current_exception());
     return;
@@ -119,6 +129,7 @@ void engine::thread_main(std::size_t index, std::promise<executor*> ready) {
   ex->shutdown();  // on this thread: the ring is single-issuer
   barrier->finished_shutdown.fetch_add(1);
   barrier->wait(barrier->finished_shutdown, *ex);
+  detail::this_thread_beat().park();  // no more turns: the stall detector stops watching
   detail::fold_thread_frames();
 }
 
@@ -210,6 +221,7 @@ void engine::stop() {
   request_stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  if (detector_) detector_->stop();  // before the executors go; its counts stay readable
   executors_.clear();
   owned_.clear();  // every thread has ended: nothing can post any more
   blocking_->shutdown();  // idle: every offloaded call was awaited by a task that has ended

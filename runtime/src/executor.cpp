@@ -5,6 +5,8 @@
 #include <sluice/runtime/offload.hpp>
 #include <sluice/runtime/simulation.hpp>
 
+#include "thread_beat.hpp"
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -25,6 +27,11 @@ namespace sluice::runtime {
 
 namespace detail {
 void log_posted_failure(const char* what) noexcept { log::error("posted function failed: {}", what); }
+
+thread_beat& this_thread_beat() noexcept {
+  static thread_local thread_beat mine{.tid = static_cast<int>(::gettid())};
+  return mine;
+}
 
 void nested_resume() noexcept {
   log::error("a coroutine was resumed inline, from inside a running coroutine, message or completion: waiters "
@@ -118,10 +125,12 @@ void executor::request_stop() noexcept {
 }
 
 std::size_t executor::drain_inbox(std::size_t limit) {
+  detail::thread_beat& beat = detail::this_thread_beat();
   std::size_t n = 0;
   while (n < limit) {
     detail::inbox_node* node = inbox_.pop();
     if (node == nullptr) break;
+    beat.doing(detail::thread_beat::activity::message, reinterpret_cast<const void*>(node->run));
     node->run(node);
     ++n;
   }
@@ -129,6 +138,8 @@ std::size_t executor::drain_inbox(std::size_t limit) {
 }
 
 void executor::turn(bool may_wait) {
+  detail::thread_beat& beat = detail::this_thread_beat();  // (the stall detector's view)
+  beat.turn();
   // Everything a turn runs (messages, completions, coroutines) runs as this executor.
   executor* const previous = std::exchange(current_, this);
   // Messages and completions only schedule coroutines (invariant 3): no resume from inside them.
@@ -137,6 +148,7 @@ void executor::turn(bool may_wait) {
   const bool had_messages = drain_inbox(batch_limit_) > 0;
   if (had_messages) recent_inbox_traffic_ = true;
   const bool io_waiting = backend_->has_pending_work() || backend_->outstanding() > (wake_armed_ ? 1u : 0u);
+  beat.doing(detail::thread_beat::activity::completions, backend_.get());
   if (!ready_.empty() || !deferred_.empty() || !may_wait || had_messages) {
     if (io_waiting) backend_->poll(false);
   } else {
@@ -147,7 +159,10 @@ void executor::turn(bool may_wait) {
   detail::dispatching = outer;
   for (unsigned i = 0; i < batch_limit_ && !ready_.empty(); ++i) {
     if (order_ != nullptr && ready_.size() > 1) ready_.to_front(order_->pick_ready(ready_.size()));
-    detail::resume(ready_.pop());
+    const std::coroutine_handle<> h = ready_.pop();
+    // A coroutine frame begins with its resume function's address (the GCC and Clang ABI).
+    beat.doing(detail::thread_beat::activity::coroutine, *static_cast<void* const*>(h.address()));
+    detail::resume(h);
   }
   current_ = previous;
 }
@@ -180,7 +195,10 @@ void executor::wait_for_work(bool io_waiting) {
     if (io_waiting) backend_->poll(false);
     return;
   }
+  detail::thread_beat& beat = detail::this_thread_beat();
+  beat.waiting();  // in the kernel, waiting for work: not a stall
   backend_->poll(true);
+  beat.woke();
   sleeping_.store(false, std::memory_order_relaxed);
 }
 

@@ -96,6 +96,7 @@ barrier_actions barrier_handler::on_item(buffers::gate_item& item, std::uint32_t
   switch (e.kind) {
     case gate_event::type::barrier: on_barrier(c, e.id, item.priority, item.overtaken, out); break;
     case gate_event::type::cancellation_marker: on_marker(c, e.id, out); break;
+    case gate_event::type::barrier_announcement: on_announcement(e.id, out); break;
     case gate_event::type::end_of_partition: on_channel_end(c, false, out); break;
     case gate_event::type::channel_failed: on_channel_end(c, true, out); break;
     case gate_event::type::custom:
@@ -176,6 +177,15 @@ void barrier_handler::on_barrier(std::size_t c, checkpoint_id id, bool priority,
   received(c, priority, overtaken, out);
 }
 
+// Aligned with a timeout: barrier `id` is queued in-band upstream of this task, maybe behind much
+// data. The alignment (and its timeout) starts now rather than when a barrier is taken; when the
+// timeout passes, the barriers queued in this task's gate overtake their data (start_capture).
+void barrier_handler::on_announcement(checkpoint_id id, barrier_actions& out) {
+  if (options_.mode != checkpoint_mode::aligned_timeout || replaying_) return;
+  if (id == no_checkpoint || id <= last_ended_ || pending_ != no_checkpoint) return;
+  start(id, out);
+}
+
 void barrier_handler::on_marker(std::size_t c, checkpoint_id id, barrier_actions& out) {
   if (id == no_checkpoint || id <= last_ended_ || (pending_ != no_checkpoint && id < pending_)) return;
   const std::string detail = "cancellation marker on " + channel_name(c);
@@ -246,8 +256,16 @@ void barrier_handler::start(checkpoint_id id, barrier_actions& out) {
 void barrier_handler::start_capture(barrier_actions& out) {
   phase_ = phase::capturing;
   stats_.mode = checkpoint_mode::unaligned;
+  stats_.switched_at = now();
   out.emplace_back(trigger_snapshot{pending_, checkpoint_mode::unaligned});
-  for (std::size_t c = 0; c < channels_.size(); ++c) channels_[c].capturing = !channels_[c].received && live(c);
+  for (std::size_t c = 0; c < channels_.size(); ++c) {
+    channel_info& ch = channels_[c];
+    ch.capturing = !ch.received && live(c);
+    // An aligned-with-timeout checkpoint switched: a barrier already queued in the gate overtakes the
+    // data ahead of it, which is captured when it is taken (as a priority barrier's), so the
+    // checkpoint does not wait until the task has processed that data (Flink's announcements).
+    if (ch.capturing && options_.mode == checkpoint_mode::aligned_timeout) (void)ch.gate->promote_barrier(ch.channel, pending_);
+  }
 }
 
 void barrier_handler::capture_overtaken(std::size_t c, std::size_t overtaken, barrier_actions& out) {
@@ -290,7 +308,11 @@ void barrier_handler::maybe_complete(barrier_actions& out) {
   switch (phase_) {
     case phase::aligning:
       for (buffers::input_gate* g : gates_) g->unblock_all();
-      out.emplace_back(trigger_snapshot{pending_, checkpoint_mode::aligned});
+      // With a timeout, the task's own barrier may still switch downstream: if it waits in the output
+      // longer than the timeout, it overtakes that output (task_checkpoint::take_aligned).
+      out.emplace_back(trigger_snapshot{pending_, options_.mode == checkpoint_mode::aligned_timeout
+                                                      ? checkpoint_mode::aligned_timeout
+                                                      : checkpoint_mode::aligned});
       break;
     case phase::capturing: out.emplace_back(finish_input{pending_}); break;
     case phase::counting: out.emplace_back(trigger_snapshot{pending_, checkpoint_mode::at_least_once}); break;
@@ -301,7 +323,15 @@ void barrier_handler::maybe_complete(barrier_actions& out) {
 }
 
 void barrier_handler::check_deadline(barrier_actions& out) {
-  if (phase_ != phase::aligning || options_.mode != checkpoint_mode::aligned_timeout) return;
+  if (options_.mode != checkpoint_mode::aligned_timeout) return;
+  if (phase_ == phase::capturing) {
+    // Switched: a barrier that reached the gate since, behind data, overtakes it as well.
+    for (channel_info& ch : channels_) {
+      if (ch.capturing) (void)ch.gate->promote_barrier(ch.channel, pending_);
+    }
+    return;
+  }
+  if (phase_ != phase::aligning) return;
   if (now() < deadline_) return;
   stats_.timed_out = true;
   // Blocked channels delivered their barrier: what is queued behind it is after the snapshot, not

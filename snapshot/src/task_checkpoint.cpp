@@ -64,6 +64,13 @@ runtime::task<io::result<bool>> task_checkpoint::take_aligned(checkpoint_id id, 
     if (!sink) co_return std::move(sink).error();
     ops.push_back({section_index(state_section::sink), std::move(sink).value()});
   }
+  if (may_switch) {
+    // The announcement overtakes the output with priority, so the consumers' alignment timeouts
+    // count from now, however much data the barrier queues behind (barrier_handler.hpp).
+    io::result<void> announced =
+        co_await forward_event({bf::gate_event::type::barrier_announcement, id}, true, nullptr);
+    if (!announced) co_return std::move(announced).error();
+  }
   std::optional<bf::buffer_view> barrier;
   io::result<void> fwd = co_await forward_event({bf::gate_event::type::barrier, id}, false, nullptr,
                                                 may_switch ? &barrier : nullptr);

@@ -134,6 +134,34 @@ TEST_CASE("under systemd: READY=1, STATUS=, WATCHDOG=1, then SIGTERM drains (STO
   CHECK(published_lines(f.output) == expected);
 }
 
+// A service manager that does not read its notification socket (a busy PID 1; a unix datagram
+// queue holds net.unix.max_dgram_qlen messages, 10 by default): the notifications wait on the job's
+// host thread, never on an executor, so the job runs to its end meanwhile. It exits once they are
+// read (sd_notify blocks until then).
+TEST_CASE("a notification socket nobody reads never stalls the job") {
+  service_fixture f;
+  notify_socket sock(f.dir.file("notify.sock"));
+  // Pings every 25 ms: the queue is full within a fraction of the run.
+  tool_process job(f.args(), f.dir.file("run.log"), "",
+                   std::vector<std::string>{"NOTIFY_SOCKET=" + sock.path(), "WATCHDOG_USEC=100000"});
+  const std::vector<std::string> expected = published_lines(f.reference);
+  const auto give_up = std::chrono::steady_clock::now() + 120s;
+  while (published_lines(f.output) != expected && std::chrono::steady_clock::now() < give_up && job.running()) {
+    std::this_thread::sleep_for(50ms);
+  }
+  INFO("log:\n" << job.log());
+  CHECK(published_lines(f.output) == expected);  // done while nothing was read
+  // Now read: the job's last notifications go out and it exits.
+  std::optional<int> code;
+  while (!code && std::chrono::steady_clock::now() < give_up) {
+    (void)sock.wait_for("no such message", 100ms);
+    code = job.wait(0ms);
+  }
+  REQUIRE(code.has_value());
+  CHECK(*code == 0);
+  CHECK(sock.seen().size() > 10);
+}
+
 TEST_CASE("SIGINT stops at once (exit 130), --on-sigterm now makes SIGTERM do the same, and both resume exactly") {
   service_fixture f;
   for (const char* how : {"SIGINT", "SIGTERM --on-sigterm now"}) {

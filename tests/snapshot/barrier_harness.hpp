@@ -129,6 +129,7 @@ class harness {
       case type::custom: return "custom " + ch;
       case type::end_of_data: return "end-of-data " + ch;
       case type::watermark: return "watermark " + ch + " " + std::to_string(item.event->id);
+      case type::barrier_announcement: return "announcement " + ch + " " + std::to_string(item.event->id);
     }
     return "?";
   }

@@ -135,8 +135,8 @@ inline std::string chk_dir(const temp_dir& dir, snapshot::checkpoint_id id) {
 inline std::string state_path(const std::string& chk) { return chk + "/" + snapshot::state_file_name(test_task); }
 
 // One polled item of a subpartition: 'd' data, 'b'/'B' an in-band/priority barrier, 'c'/'C' an
-// in-band/priority cancellation marker, 'E' end-of-partition, '?' anything else; data bytes are
-// appended to *data.
+// in-band/priority cancellation marker, 'A' a priority barrier announcement, 'E' end-of-partition,
+// '?' anything else; data bytes are appended to *data.
 inline std::string poll_all(buffers::result_partition& out, std::size_t sub, snapshot::checkpoint_id id,
                             std::vector<std::byte>* data) {
   std::string items;
@@ -154,6 +154,8 @@ inline std::string poll_all(buffers::result_partition& out, std::size_t sub, sna
       items += next->priority ? 'B' : 'b';
     } else if (e && e->kind == buffers::gate_event::type::cancellation_marker && e->id == id) {
       items += next->priority ? 'C' : 'c';
+    } else if (e && e->kind == buffers::gate_event::type::barrier_announcement && e->id == id && next->priority) {
+      items += 'A';
     } else {
       items += '?';
     }

@@ -121,6 +121,9 @@ struct gate_event {
   // lost (input_gate::failure() says why); it ends the channel like end_of_partition.
   // end_of_data: the upstream has emitted its last record (it still forwards barriers, for a final
   // checkpoint, before end_of_partition). watermark: event time `id` is complete upstream.
+  // barrier_announcement: barrier `id` (aligned with a timeout) was queued in-band upstream; the
+  // announcement travels with priority, so the consumer's alignment timeout counts from it, not
+  // from when the barrier, queued behind data, is finally taken.
   enum class type : std::uint8_t {
     end_of_partition,
     barrier,
@@ -129,6 +132,7 @@ struct gate_event {
     custom,
     end_of_data,
     watermark,
+    barrier_announcement,
   };
   type kind = type::custom;
   std::uint64_t id = 0;  // e.g. the checkpoint id of a barrier
@@ -280,6 +284,10 @@ class input_gate {
   // Views of the first `max` data buffers queued on `channel`, oldest first (behind any priority
   // events). With gate_item::overtaken as `max`: exactly what a priority barrier overtook.
   std::vector<buffer_view> queued_data_views(std::uint32_t channel, std::size_t max = SIZE_MAX);
+  // Barrier announcements (aligned with a timeout): the in-band barrier `id` queued on `channel`
+  // becomes a priority event that overtakes the data queued ahead of it (gate_item::overtaken
+  // counts it, as for a barrier the sender sent with priority). False if it is not queued here.
+  bool promote_barrier(std::uint32_t channel, std::uint64_t id);
 
   // --- failure and release ----------------------------------------------------------------------
   // Ends `channel` with a channel_failed event (after what is queued). Idempotent; no-op once ended.

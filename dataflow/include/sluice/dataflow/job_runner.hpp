@@ -119,18 +119,22 @@ struct job_settings {
   // a job started in the host's engine (job_handle.hpp: the host's signals are the host's).
   bool handle_signals = false;
   stop_mode sigterm = stop_mode::now;
-  // Called on the job's first executor about every progress_interval.
+  // The callbacks below (on_*) run on a host thread of the job, one at a time and in the order of
+  // their events, never on an executor: one that blocks (a paused terminal, a full sd_notify socket)
+  // delays the next callbacks, not the job (runtime/host_calls.hpp). run_job returns once the last
+  // has returned. Under a simulation they run inline, on the simulation's thread.
+  // About every progress_interval; a host that does not keep up sees only the newest report.
   std::function<void(const job_progress&)> on_progress;
   std::chrono::milliseconds progress_interval{250};
-  // Called on the job's first executor once, when every task is restored and its channels are
+  // Once, when every task is restored and its channels are
   // connected, just before the tasks run: with the checkpoint the job resumed from, if any. (Across
   // workers: each attempt of this worker.)
   std::function<void(std::optional<snapshot::checkpoint_id> resumed_from)> on_ready;
-  // Called on the job's first executor once, when a stop asked for (stop_mode: job_handle::stop,
+  // Once, when a stop asked for (stop_mode: job_handle::stop,
   // job_settings::stop/drain, a signal) begins; not when the input ends or the job fails. (A drain
   // escalated to a stop now is not reported again.)
   std::function<void(stop_mode)> on_stopping;
-  // Called on the job's first executor as each checkpoint ends (completed or aborted).
+  // As each checkpoint ends (completed or aborted); at most 1024 wait (more are dropped, logged).
   std::function<void(const snapshot::checkpoint_stats&)> on_checkpoint;
   // "HOST:PORT" ("127.0.0.1:9464", "[::1]:9464", ":9464" for every IPv4 interface; port 0: the
   // kernel chooses): the job serves Prometheus metrics at http://HOST:PORT/metrics (text format
@@ -138,7 +142,7 @@ struct job_settings {
   // address that does not parse is std::invalid_argument; one that cannot be bound (in use, not
   // this host's) refuses the job before any task is made (exit code 2, the message names it).
   std::string metrics_address;
-  // Called on the job's first executor once the metrics endpoint listens, with its port (the one
+  // Once the metrics endpoint listens, with its port (the one
   // the kernel chose for port 0), just before the tasks run.
   std::function<void(std::uint16_t port)> on_metrics_listening;
   // A stop request (from any thread, or from on_progress/on_checkpoint) stops the job as SIGTERM

@@ -18,6 +18,7 @@
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/simulation.hpp>
 
+#include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <functional>
@@ -27,6 +28,22 @@
 #include <vector>
 
 namespace sluice::runtime {
+
+// The stall detector (runtime/src/stall_detector.hpp): a thread that watches every executor thread
+// of an engine and reports a turn that has run longer than `threshold` (a blocking call on an
+// executor, or a coroutine that computes for too long without yielding: docs/design.md invariant 5),
+// not counting time the thread waited for a CPU. Each stall is logged once, naming the executor,
+// how long, what it runs and the system call it is blocked in, and counted (engine::stalls).
+struct stall_options {
+  std::chrono::milliseconds threshold{100};  // a turn this long is logged and counted; 0: off
+  std::chrono::milliseconds fatal_after{0};  // one this long aborts the process after its report; 0: never
+  // SLUICE_STALL_MS=<ms> and SLUICE_STALL_FATAL_MS=<ms> (the test suite runs with the second set).
+  static stall_options from_environment();
+};
+class stall_detector;
+namespace detail {
+struct thread_beat;
+}
 
 struct engine_options {
   // 0 means one per online CPU.
@@ -43,6 +60,8 @@ struct engine_options {
   // Threads, at most, of the engine's blocking-work pool (offload.hpp), started as needed and
   // joined by stop().
   unsigned blocking_threads = 4;
+  // The stall detector (above), from the environment by default. Never under a simulation.
+  stall_options stalls = stall_options::from_environment();
 };
 
 class engine {
@@ -64,6 +83,8 @@ class engine {
   int stop_signal() const noexcept { return stop_signal_.load(); }
   // Stops and joins every executor (idempotent; the destructor calls it).
   void stop();
+  // Stalls the stall detector found so far (stall_detector.hpp), on executor `index`.
+  std::uint64_t stalls(std::size_t index) const noexcept;
 
  private:
   void thread_main(std::size_t index, std::promise<executor*> ready);
@@ -86,6 +107,8 @@ class engine {
   std::vector<executor*> executors_;
   std::vector<std::unique_ptr<executor>> owned_;  // created on, and shut down by, their threads
   std::vector<std::thread> threads_;
+  std::vector<detail::thread_beat*> beats_;    // each executor thread's, for the stall detector
+  std::unique_ptr<stall_detector> detector_;  // watches the executor threads (none simulated)
   void* barrier_ = nullptr;  // shutdown phases, shared by the executor threads
   int signal_fd_ = -1;
   sigset_t previous_mask_{};

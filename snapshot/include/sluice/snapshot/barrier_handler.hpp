@@ -24,10 +24,17 @@
 //   its channel (which it overtook, sent before it) is captured too. An in-band barrier overtook
 //   nothing. So the channel state is exactly the data between each channel's position at the
 //   snapshot and its barrier, whether that barrier is in-band or priority (scenario 10).
-// - aligned_timeout: aligned until the alignment (since the first barrier) lasts `alignment_timeout`
-//   (checked by on_timer(), and on each item), or a priority barrier arrives (the upstream switched):
-//   then unblock all and continue as unaligned. Blocked channels already delivered their barrier,
-//   so what is queued behind it is NOT channel state; the others are captured as above.
+// - aligned_timeout: aligned until the alignment lasts `alignment_timeout` (checked by on_timer(), and
+//   on each item), or a priority barrier arrives (the upstream switched): then unblock all and
+//   continue as unaligned. Blocked channels already delivered their barrier, so what is queued
+//   behind it is NOT channel state; the others are captured as above. The alignment starts at the
+//   first barrier or barrier ANNOUNCEMENT taken: an upstream that queues a barrier in-band sends an
+//   announcement with priority ahead of its data (task_checkpoint), so the timeout counts from when
+//   the barrier was sent, not from when it is reached. At the switch, every barrier queued in the
+//   gate behind data is promoted (input_gate::promote_barrier): it overtakes that data, which is
+//   captured as channel state, so the checkpoint never waits for the task to work through it.
+//   A trigger after an alignment that did not switch says aligned_timeout, so the task's own
+//   in-band barrier may switch downstream in turn.
 // - at_least_once: never blocks; triggers once every live channel delivered the barrier.
 // One checkpoint at a time: a newer barrier or marker aborts the pending one (subsumed); barriers
 // and markers of ids at or below the last finished / aborted id are ignored (scenario 5). A barrier
@@ -73,12 +80,17 @@ struct alignment_stats {
   std::uint64_t captured_bytes = 0;
   std::uint64_t captured_buffers = 0;
   bool timed_out = false;  // aligned_timeout switched to unaligned
+  // When it switched to capturing (unaligned at once, or aligned_timeout after its timeout or at a
+  // priority barrier); epoch if it never did. The simulation's alignment oracle reads it.
+  handler_clock::time_point switched_at{};
   handler_clock::duration alignment_duration() const noexcept { return alignment_end - alignment_start; }
 };
 
 struct trigger_snapshot {
   checkpoint_id id = no_checkpoint;
-  checkpoint_mode mode = checkpoint_mode::aligned;  // aligned, unaligned or at_least_once
+  // aligned, unaligned or at_least_once; aligned_timeout for an aligned_timeout alignment that
+  // completed aligned (the task's own barrier may still switch downstream).
+  checkpoint_mode mode = checkpoint_mode::aligned;
 };
 struct capture_input {
   checkpoint_id id = no_checkpoint;
@@ -161,6 +173,7 @@ class barrier_handler {
 
   void on_barrier(std::size_t c, checkpoint_id id, bool priority, std::size_t overtaken, barrier_actions& out);
   void on_marker(std::size_t c, checkpoint_id id, barrier_actions& out);
+  void on_announcement(checkpoint_id id, barrier_actions& out);
   void on_channel_end(std::size_t c, bool failed, barrier_actions& out);
   void on_data(std::size_t c, buffers::gate_item& item, barrier_actions& out);
 
