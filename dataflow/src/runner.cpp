@@ -243,6 +243,7 @@ rt::task<void> runner::controller() {
     ss::checkpoint_outcome outcome = co_await coordinator_->trigger_now();
     if (outcome.completed()) {
       final_checkpoint_done_ = !failure_;
+      final_checkpoint_id_ = coordinator_->last_completed()->id;  // (the newest: nothing completes after it)
       break;
     }
     // (cancelled: the job is stopping, by a signal or another task's failure)
