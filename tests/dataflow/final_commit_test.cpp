@@ -111,7 +111,9 @@ class refusing_sink final : public sink_connector<std::uint64_t> {
 class counting_source final : public source_connector<std::uint64_t> {
  public:
   counting_source(std::uint64_t count, refusing_table& table) : count_(count), table_(&table) {}
-  void restore(std::span<const std::byte> bytes) override { next_ = detail::decode_state<std::uint64_t>(bytes, "count"); }
+  void restore(std::span<const std::byte> bytes) override {
+    next_ = detail::decode_state<std::uint64_t>(bytes, "count");
+  }
   rt::task<io::result<void>> open() override { co_return io::result<void>(); }
   rt::task<io::result<read_status>> read(source_output<std::uint64_t>& out, std::size_t max) override {
     for (std::size_t i = 0; i < max && next_ < count_; ++i) out.emit(next_++);

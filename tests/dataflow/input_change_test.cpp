@@ -79,7 +79,8 @@ TEST_CASE("an input appended to while the job reads it fails the job naming the 
   const std::string input = dir.file("in.txt");
   const std::uint64_t size = write_input(input);
   const std::string more = "words appended while the job reads\n";
-  const job_result r = run_copy(dir, input, parallelism, [&] { std::ofstream(input, std::ios::binary | std::ios::app) << more; });
+  const job_result r =
+      run_copy(dir, input, parallelism, [&] { std::ofstream(input, std::ios::binary | std::ios::app) << more; });
   INFO(r.message);
   CHECK(r.exit_code == 1);
   CHECK(r.message.find("task read#") != std::string::npos);
