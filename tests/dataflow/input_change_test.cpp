@@ -14,12 +14,15 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 using namespace sluice::dataflow;
 using sluice::snapshot::checkpoint_mode;
@@ -29,26 +32,35 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The lines of `input` copied into `out` by `parallelism` tasks; `at_first_line` runs once, when the
-// first line reaches the operator after a source (on that task's executor), `on_ready` as the job
-// is about to run.
+constexpr std::size_t indexed = 0;  // a parallelism of run_copy: read_indexed_lines (one task)
+
+// The lines of `input` copied into `out` by `parallelism` tasks of read_lines (or by
+// read_indexed_lines); `at_first_line` runs once, when the first line reaches the operator after a
+// source (on that task's executor), `on_ready` as the job is about to run.
 job_result run_copy(const temp_dir& dir, const std::string& input, std::size_t parallelism,
                     std::function<void()> at_first_line, std::function<void()> on_ready = {}) {
   job_builder job("copy");
   auto first = std::make_shared<std::atomic<bool>>(false);
-  job.read_lines("read", input, parallelism)
-      .map<std::string>([first, at_first_line](const std::string& line) {
-        if (at_first_line && !first->exchange(true)) at_first_line();
-        return line;
-      })
-      .write_lines(dir.file("out"), [](const std::string& line) { return line; });
+  auto hook = [first, at_first_line](const std::string& line) {
+    if (at_first_line && !first->exchange(true)) at_first_line();
+    return line;
+  };
+  const auto format = [](const std::string& line) { return line; };
+  if (parallelism == indexed) {
+    using indexed_line = std::pair<std::uint64_t, std::string>;
+    job.read_indexed_lines("read", input)
+        .map<std::string>([hook](const indexed_line& l) { return hook(l.second); })
+        .write_lines(dir.file("out"), format);
+  } else {
+    job.read_lines("read", input, parallelism).map<std::string>(hook).write_lines(dir.file("out"), format);
+  }
   job_settings settings = sluice::test::test_job_settings(dir.file("checkpoints"), checkpoint_mode::aligned, "local");
   if (on_ready) settings.on_ready = [on_ready](std::optional<sluice::snapshot::checkpoint_id>) { on_ready(); };
   return run_job(job, settings);
 }
 
 std::uint64_t write_input(const std::string& path) {
-  sluice::test::write_corpus_file(path, 40'000, 7);  // about 1.5 MB: over 20 chunks of 64 KiB
+  sluice::test::write_corpus_file(path, 40'000, 7);  // about 1 MB: over 15 chunks of 64 KiB
   return fs::file_size(path);
 }
 
@@ -56,7 +68,7 @@ std::uint64_t write_input(const std::string& path) {
 
 TEST_CASE("an input truncated while the job reads it fails the job naming the file and both sizes",
           "[dataflow][input_change]") {
-  const std::size_t parallelism = GENERATE(1, 2);
+  const std::size_t parallelism = GENERATE(as<std::size_t>{}, indexed, 1, 2);
   temp_dir dir;
   const std::string input = dir.file("in.txt");
   const std::uint64_t size = write_input(input);
@@ -74,7 +86,7 @@ TEST_CASE("an input truncated while the job reads it fails the job naming the fi
 
 TEST_CASE("an input appended to while the job reads it fails the job naming the file and its fingerprinted size",
           "[dataflow][input_change]") {
-  const std::size_t parallelism = GENERATE(1, 2);
+  const std::size_t parallelism = GENERATE(as<std::size_t>{}, indexed, 1, 2);
   temp_dir dir;
   const std::string input = dir.file("in.txt");
   const std::uint64_t size = write_input(input);
@@ -104,7 +116,7 @@ TEST_CASE("an input changed after its fingerprint and before the job reads it fa
 
 TEST_CASE("an input that does not change is read whole and exactly by every parallelism",
           "[dataflow][input_change]") {
-  const std::size_t parallelism = GENERATE(1, 3);
+  const std::size_t parallelism = GENERATE(as<std::size_t>{}, indexed, 1, 3);
   temp_dir dir;
   const std::string input = dir.file("in.txt");
   write_input(input);
