@@ -44,8 +44,21 @@ class fd_guard {
   int fd_;
 };
 
-// Size and CRC32C of the regular file `path`, read to the size it had when opened (an input that
-// grows is not followed: the sources fix their byte ranges at open too).
+// The job reads an input again from a checkpointed offset, and its sources read exactly the size
+// recorded here: an input whose bytes do not end at its size cannot be one.
+[[noreturn]] void refuse_changing(const std::string& path, std::uint64_t size, std::uint64_t read) {
+  const std::string what =
+      read < size ? fmt::format("it ended at byte {} while read, before its size ({} bytes): it is being truncated or "
+                                "replaced", read, size)
+                  : fmt::format("it reads more bytes than its size ({} bytes): it is a file whose size does not tell "
+                                "its length (one of /proc or /sys), or one being appended to", size);
+  throw job_refused(2, fmt::format("input '{}': {}; exactly-once needs a replayable source (a regular file that can be "
+                                   "read again from a checkpointed offset and does not change until the job ends): "
+                                   "save it to a file first", path, what));
+}
+
+// Size and CRC32C of the regular file `path`, read to the size it had when opened; an input that
+// ends before that size or reads past it is refused (refuse_changing).
 std::pair<std::uint64_t, std::uint32_t> hash_input(const std::string& path) {
   runtime::system& os = runtime::sys();
   struct ::stat st {};
@@ -70,9 +83,16 @@ std::pair<std::uint64_t, std::uint32_t> hash_input(const std::string& path) {
     const ssize_t n = os.pread(fd, buffer.data(), want, static_cast<off_t>(done));
     if (n == -EINTR) continue;
     if (n < 0) throw job_refused(1, fmt::format("read input '{}': {}", path, errno_text(static_cast<int>(-n))));
-    if (n == 0) break;  // it shrank while read
+    if (n == 0) refuse_changing(path, size, done);  // it shrank while read
     crc = buffers::crc32c_extend(crc, std::span<const std::byte>(buffer.data(), static_cast<std::size_t>(n)));
     done += static_cast<std::uint64_t>(n);
+  }
+  for (;;) {  // bound: EINTR only
+    const ssize_t past = os.pread(fd, buffer.data(), 1, static_cast<off_t>(size));
+    if (past == -EINTR) continue;
+    if (past < 0) throw job_refused(1, fmt::format("read input '{}': {}", path, errno_text(static_cast<int>(-past))));
+    if (past > 0) refuse_changing(path, size, size + 1);
+    break;
   }
   return {done, crc};
 }
@@ -274,6 +294,14 @@ job_fingerprint fingerprint_job(const job_builder& job) {
   return fp;
 }
 
+std::map<std::string, std::uint64_t> input_sizes(const job_fingerprint& fp, std::size_t stage) {
+  std::map<std::string, std::uint64_t> out;
+  for (const input_identity& in : fp.inputs) {
+    if (in.stage == stage) out[in.path] = in.size_bytes;
+  }
+  return out;
+}
+
 std::string encode_fingerprint(const job_fingerprint& fp) {
   std::string out = fmt::format("{} {}\njob {}\n", magic, job_fingerprint_version, escape(fp.job));
   for (const stage_identity& s : fp.stages) {
@@ -378,8 +406,13 @@ std::vector<std::string> fingerprint_differences(const job_fingerprint& taken, c
     const input_identity& t = taken.inputs[i];
     const input_identity& n = now.inputs[i];
     if (t.size_bytes == n.size_bytes && t.crc32c == n.crc32c) continue;  // the same bytes, wherever they are
-    out.push_back(fmt::format("{} read input {}; this run reads {}{}", at, input_text(t), input_text(n),
-                              n.path == t.path ? ": the file changed since the checkpoint" : ""));
+    std::string changed;
+    if (n.path == t.path) {
+      changed = ": the file changed since the checkpoint";
+      if (n.size_bytes < t.size_bytes) changed += fmt::format(" (it is {} bytes shorter: truncated)", t.size_bytes - n.size_bytes);
+      if (n.size_bytes > t.size_bytes) changed += fmt::format(" (it is {} bytes longer: appended to)", n.size_bytes - t.size_bytes);
+    }
+    out.push_back(fmt::format("{} read input {}; this run reads {}{}", at, input_text(t), input_text(n), changed));
   }
   return out;
 }

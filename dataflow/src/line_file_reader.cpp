@@ -22,6 +22,18 @@ namespace {
 
 std::string quoted(const std::string& path) { return "'" + path + "'"; }
 
+// `op` line file `path`: it has `now` bytes, not the `had` it had `when`: what happened.
+io::error resized(const char* op, const std::string& path, std::uint64_t now, std::uint64_t had, const char* when) {
+  return io::error(std::make_error_code(std::errc::invalid_argument),
+                   std::string(op) + " line file " + quoted(path) + ": it has " + std::to_string(now) + " bytes, not the " +
+                       std::to_string(had) + " it had " + when + ": it was " +
+                       (now < had ? "truncated or replaced" : "appended to or replaced") +
+                       " while the job ran; an input must not change until the job ends");
+}
+
+constexpr const char* fingerprinted_when = "when the job started (its fingerprint)";
+constexpr const char* opened_when = "when it was opened";
+
 }  // namespace
 
 std::optional<std::string> not_replayable(const std::string& path, unsigned mode) {
@@ -60,7 +72,8 @@ line_file_reader::line_file_reader(io::file f, std::uint64_t start_offset_bytes,
 }
 
 runtime::task<io::result<line_file_reader>> line_file_reader::open(std::string path, std::uint64_t start_offset_bytes,
-                                                                   std::size_t max_line_bytes) {
+                                                                   std::size_t max_line_bytes,
+                                                                   std::optional<std::uint64_t> expected_size_bytes) {
   auto opened = co_await io::file::open(path, io::open_options::read_only());
   if (!opened) co_return std::move(opened).error();
   io::file f = std::move(opened).value();
@@ -70,13 +83,18 @@ runtime::task<io::result<line_file_reader>> line_file_reader::open(std::string p
     co_return io::error(std::make_error_code(std::errc::invalid_argument), "open line file: " + *why);
   }
   const std::optional<std::uint64_t> size = status->size_bytes;
+  if (expected_size_bytes && *size != *expected_size_bytes) {
+    co_return resized("open", path, *size, *expected_size_bytes, fingerprinted_when);
+  }
   if (*size < start_offset_bytes) {
     co_return io::error(std::make_error_code(std::errc::invalid_argument),
                         "open line file " + quoted(path) + ": start offset " + std::to_string(start_offset_bytes) +
                             " is beyond the end of the file (" + std::to_string(*size) +
                             " bytes): it shrank or was replaced since the offset was stored");
   }
-  co_return line_file_reader(std::move(f), start_offset_bytes, *size, std::max<std::size_t>(max_line_bytes, 1));
+  line_file_reader reader(std::move(f), start_offset_bytes, *size, std::max<std::size_t>(max_line_bytes, 1));
+  reader.fingerprinted_ = expected_size_bytes.has_value();
+  co_return reader;
 }
 
 io::error line_file_reader::line_too_long() const {
@@ -84,6 +102,26 @@ io::error line_file_reader::line_too_long() const {
                    "read line file " + quoted(file_.path()) + ": the line at offset " + std::to_string(offset_bytes_) +
                        " is longer than " + std::to_string(max_line_bytes_) +
                        " bytes, the job's maximum record size (job_settings::max_record_bytes, --max-record-bytes)");
+}
+
+runtime::task<io::error> line_file_reader::changed(bool grew) {
+  const char* when = fingerprinted_ ? fingerprinted_when : opened_when;
+  auto status = co_await file_.status();
+  if (!status) co_return status.error();
+  const std::uint64_t now = status->size_bytes;
+  if (now != file_size_) co_return resized("read", file_.path(), now, file_size_, when);
+  if (!grew) {
+    co_return io::error(std::make_error_code(std::errc::io_error),
+                        "read line file " + quoted(file_.path()) + ": a read at byte " +
+                            std::to_string(read_offset_bytes_) + " found its end, before its size (" +
+                            std::to_string(file_size_) + " bytes)");
+  }
+  // The same size, yet bytes past it: its size does not tell its length.
+  co_return io::error(std::make_error_code(std::errc::invalid_argument),
+                      "read line file " + quoted(file_.path()) + ": it reads more bytes than its size (" +
+                          std::to_string(file_size_) + " bytes " + when +
+                          "): it is a file whose size does not tell its length (one of /proc or /sys); an input must "
+                          "be a regular file that does not change until the job ends");
 }
 
 runtime::task<io::result<void>> line_file_reader::fill() {
@@ -95,9 +133,18 @@ runtime::task<io::result<void>> line_file_reader::fill() {
   }
   if (buffer_.size() - end_ < chunk_bytes) buffer_.resize(end_ + chunk_bytes);
   const auto room = std::as_writable_bytes(std::span<char>(buffer_.data() + end_, chunk_bytes));
-  const auto n = co_await file_.read_at(room, read_offset_bytes_);
+  if (read_offset_bytes_ >= file_size_) {
+    // At the size the file had: a read here must find nothing, or the file grew.
+    const auto past = co_await file_.read_at(room, read_offset_bytes_);
+    if (!past) co_return past.error();
+    if (*past > 0) co_return co_await changed(true);
+    eof_ = true;
+    co_return io::success();
+  }
+  const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, file_size_ - read_offset_bytes_));
+  const auto n = co_await file_.read_at(room.first(want), read_offset_bytes_);
   if (!n) co_return n.error();
-  if (*n == 0) eof_ = true;
+  if (*n == 0) co_return co_await changed(false);  // it ends before its size
   end_ += *n;
   read_offset_bytes_ += *n;
   co_return io::success();

@@ -60,6 +60,7 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
   task_builder b(slot->id, slot->subtask, stage.parallelism, slot->partition.get(), downstream_parallelism,
                  std::move(input_channels));
   b.set_max_record_bytes(settings_.max_record_bytes);
+  b.set_input_sizes(input_sizes(identity_, slot->stage));  // the sources read their inputs as fingerprinted
   b.set_names(job_.name(), stage.name);
   b.set_outputs(plan_.stages()[slot->stage].outputs);
   stage.build(b);
@@ -247,6 +248,7 @@ rt::task<void> runner::controller() {
     ss::checkpoint_outcome outcome = co_await coordinator_->trigger_now();
     if (outcome.completed()) {
       final_checkpoint_done_ = !failure_;
+      final_checkpoint_id_ = coordinator_->last_completed()->id;  // (the newest: nothing completes after it)
       break;
     }
     // (cancelled: the job is stopping, by a signal or another task's failure)

@@ -78,9 +78,16 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   void task_ended(ss::task_id id, std::optional<std::string> failure) override {
     slots_[id].ended = true;
     ++tasks_ended_;
-    if (failure && final_checkpoint_done_) {
+    if (!failure && final_checkpoint_done_ && !stopping_ && final_commit_missing(id, false)) {
+      // Stopped (by another task's failure below) before it committed: exit 0 would be a lie.
+      failure = "task " + slots_[id].task->name() + ": stopped before it committed the final checkpoint " +
+                std::to_string(final_checkpoint_id_) + ", so its output is not published (the next run publishes it)";
+    }
+    if (failure && final_checkpoint_done_ && !final_commit_missing(id, true)) {
       // Everything is published and recovery would resume from the final checkpoint and change
-      // nothing: the job is done; what failed while it wound down is worth a line only.
+      // nothing: the job is done; what failed while it wound down is worth a line only. Not so a
+      // sink that failed before it committed the final checkpoint (its commit failed, say): its
+      // output is not published, so the job fails, and the next run's recovery commits it.
       runtime::log::warn("job {}: after the final checkpoint: {}", job_.name(), *failure);
       failure.reset();
       // The others may wait for what the failed one would still have sent (its end of data), which
@@ -97,6 +104,14 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
     }
     if (tasks_ended_ == mine_.size()) all_ended_.set();
     if (awaited_commit_ != ss::no_checkpoint) commit_seen(id);  // an ended task commits nothing more
+  }
+  // Whether task `id` is a sink that has not committed the final checkpoint; `unknown` where its id
+  // is not known (a follower's: the leader's checkpoint).
+  bool final_commit_missing(ss::task_id id, bool unknown) const {
+    const task_slot& slot = slots_[id];
+    if (!slot.task || !slot.task->publishes()) return false;
+    if (final_checkpoint_id_ == ss::no_checkpoint) return unknown;
+    return slot.committed < final_checkpoint_id_;
   }
   void committed(ss::task_id id, ss::checkpoint_id checkpoint) override {
     if (id < slots_.size()) slots_[id].committed = std::max(slots_[id].committed, checkpoint);
@@ -152,6 +167,7 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   std::optional<std::string> failure_;
   unsigned failures_in_a_row_ = 0;  // checkpoints aborted since the last completed one
   bool final_checkpoint_done_ = false;
+  ss::checkpoint_id final_checkpoint_id_ = ss::no_checkpoint;  // the leader's, once done
   bool final_checkpoint_started_ = false;
   // Stops asked for (request_stop): kept until the tasks run (tasks_running_).
   bool tasks_running_ = false;

@@ -14,7 +14,7 @@ namespace sluice::dataflow {
 
 runtime::task<io::result<void>> line_source::open() {
   // The range is fixed by the file's size at the first start; a restart finds it in the state.
-  io::result<line_file_reader> probe = co_await line_file_reader::open(path_, 0, max_line_bytes_);
+  io::result<line_file_reader> probe = co_await line_file_reader::open(path_, 0, max_line_bytes_, expected_size_);
   if (!probe) co_return std::move(probe).error();
   const std::uint64_t size = probe.value().file_size();
   (void)co_await probe.value().close();
@@ -25,14 +25,14 @@ runtime::task<io::result<void>> line_source::open() {
     start = *restored_offset_;
   } else if (start > 0) {
     // The line that crosses into the range belongs to the previous one: skip it.
-    io::result<line_file_reader> r = co_await line_file_reader::open(path_, start - 1, max_line_bytes_);
+    io::result<line_file_reader> r = co_await line_file_reader::open(path_, start - 1, max_line_bytes_, size);
     if (!r) co_return std::move(r).error();
     io::result<std::optional<std::string_view>> skipped = co_await r.value().next_line();
     if (!skipped) co_return std::move(skipped).error();
     start = r.value().offset_bytes();
     (void)co_await r.value().close();
   }
-  io::result<line_file_reader> reader = co_await line_file_reader::open(path_, start, max_line_bytes_);
+  io::result<line_file_reader> reader = co_await line_file_reader::open(path_, start, max_line_bytes_, size);
   if (!reader) co_return std::move(reader).error();
   reader_.emplace(std::move(reader).value());
   opened_ = true;
@@ -54,7 +54,9 @@ runtime::task<io::result<read_status>> line_source::read(source_output<std::stri
     co_return read_status::end;
   }
   for (std::size_t i = 0; i < max_records; ++i) {
-    if (reader_->offset_bytes() >= end_offset_) {
+    // The range's end; the task whose range ends the file reads on, to end of file, which checks
+    // that nothing follows the fingerprinted size.
+    if (reader_->offset_bytes() >= end_offset_ && end_offset_ < reader_->file_size()) {
       ended_ = true;
       break;
     }
@@ -105,7 +107,7 @@ void line_source::restore(std::span<const std::byte> bytes) {
 // --- indexed_line_source ---------------------------------------------------------------------------
 
 runtime::task<io::result<void>> indexed_line_source::open() {
-  io::result<line_file_reader> reader = co_await line_file_reader::open(path_, offset_, max_line_bytes_);
+  io::result<line_file_reader> reader = co_await line_file_reader::open(path_, offset_, max_line_bytes_, expected_size_);
   if (!reader) co_return std::move(reader).error();
   reader_.emplace(std::move(reader).value());
   size_ = reader_->file_size();
@@ -160,7 +162,8 @@ source_spec<std::string> file_lines_spec(std::string path) {
   spec.identity = {"source=read_lines"};
   spec.input_files = {path};
   spec.make = [path](const connector_context& c) {
-    return std::make_unique<line_source>(path, c.subtask, c.parallelism, line_source::time_fn{}, c.max_record_bytes);
+    return std::make_unique<line_source>(path, c.subtask, c.parallelism, line_source::time_fn{}, c.max_record_bytes,
+                                         c.input_size(path));
   };
   return spec;
 }
@@ -176,7 +179,7 @@ stream<std::string> job_builder::read_timed_lines(std::string name, std::string 
   spec.identity = {"source=read_timed_lines"};
   spec.input_files = {path};
   spec.make = [path, time](const connector_context& c) {
-    return std::make_unique<line_source>(path, c.subtask, c.parallelism, time, c.max_record_bytes);
+    return std::make_unique<line_source>(path, c.subtask, c.parallelism, time, c.max_record_bytes, c.input_size(path));
   };
   return read_from(std::move(name), parallelism, std::move(spec));
 }
@@ -185,7 +188,9 @@ stream<std::pair<std::uint64_t, std::string>> job_builder::read_indexed_lines(st
   source_spec<indexed_line_source::record> spec;
   spec.identity = {"source=read_indexed_lines"};
   spec.input_files = {path};
-  spec.make = [path](const connector_context& c) { return std::make_unique<indexed_line_source>(path, c.max_record_bytes); };
+  spec.make = [path](const connector_context& c) {
+    return std::make_unique<indexed_line_source>(path, c.max_record_bytes, c.input_size(path));
+  };
   return read_from(std::move(name), 1, std::move(spec));
 }
 

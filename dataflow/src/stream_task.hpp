@@ -124,6 +124,8 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
     return built_.source_ != nullptr ? built_.source_->input_position() : std::nullopt;
   }
   std::uint64_t records_written() const noexcept { return built_.output_->is_sink() ? built_.output_->records_out() : 0; }
+  // Whether the task ends in a sink: it commits what each completed checkpoint covers.
+  bool publishes() const noexcept { return built_.output_->is_sink(); }
   // For the job's metrics (job_metrics.hpp), on the task's executor: records the chain passed on
   // (to the partition, or a sink's output), bytes in and backpressure, and the task's watermark
   // (the smallest of its input channels', none before every channel sent one; a source: none).

@@ -8,6 +8,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -100,6 +101,11 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
       rd_kafka_conf_destroy(conf);
       co_return io::error(std::make_error_code(std::errc::io_error), where_ + ": rd_kafka_new: " + errstr);
     }
+    char max_bytes[32];
+    std::size_t max_bytes_size = sizeof max_bytes;
+    if (rd_kafka_conf_get(rd_kafka_conf(rk_), "message.max.bytes", max_bytes, &max_bytes_size) == RD_KAFKA_CONF_OK) {
+      max_message_bytes_ = std::strtoull(max_bytes, nullptr, 10);
+    }
     // Fences a previous incarnation and aborts what it left open; then read the marker.
     std::string failure;
     std::int64_t marker = -1;
@@ -120,6 +126,15 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
   }
 
   runtime::task<io::result<void>> write(const std::string& record) override {
+    // A record the producer would refuse (MSG_SIZE_TOO_LARGE) fails here, naming it: at the commit
+    // it would be in the checkpoint already, and every rerun's recovery would fail on it again.
+    if (max_message_bytes_ > 0 && record.size() + message_overhead_bytes > max_message_bytes_) {
+      const std::string shown = record.substr(0, 40) + (record.size() > 40 ? "..." : "");
+      co_return io::error(std::make_error_code(std::errc::message_size),
+                          where_ + ": a record of " + std::to_string(record.size()) + " bytes (" + shown +
+                              ") is larger than one message: message.max.bytes is " +
+                              std::to_string(max_message_bytes_) + ", framing included");
+    }
     staged_.push_back(record);
     co_return io::result<void>{};
   }
@@ -223,6 +238,10 @@ class kafka_sink final : public dataflow::sink_connector<std::string> {
   std::string run_;  // sink_recovery::run: in the marker group and the transactional id
   std::string where_;
   rd_kafka_t* rk_ = nullptr;
+  // The producer's message.max.bytes (0: unknown), and what librdkafka adds to a record's value
+  // when it checks it (RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD: the varints and attributes of one record).
+  std::size_t max_message_bytes_ = 0;
+  static constexpr std::size_t message_overhead_bytes = 36;
   std::vector<std::string> staged_;
   std::vector<batch> pending_;
   snapshot::checkpoint_id committed_through_ = 0;

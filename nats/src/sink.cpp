@@ -56,6 +56,13 @@ class jetstream_sink final : public dataflow::sink_connector<std::string> {
   }
 
   runtime::task<io::result<void>> write(const std::string& record) override {
+    // A record the server cannot take fails here, naming it: at the commit it would be in the
+    // checkpoint already, and every rerun's recovery would fail on it again.
+    if (conn_ && record.size() > max_record_bytes()) {
+      co_return what("a record of " + std::to_string(record.size()) + " bytes (" + record.substr(0, 40) +
+                     (record.size() > 40 ? "...)" : ")") + " does not fit in one message: the server's max_payload is " +
+                     std::to_string(conn_->max_payload()) + " bytes, headers (Nats-Msg-Id) included");
+    }
     staged_.push_back(record);
     co_return io::result<void>{};
   }
@@ -111,6 +118,13 @@ class jetstream_sink final : public dataflow::sink_connector<std::string> {
   }
 
  private:
+  // The largest record that goes out as one message: max_payload counts the header block too
+  // ("NATS/1.0\r\nNats-Msg-Id: <id>\r\n\r\n", the id's numbers at their widest).
+  std::size_t max_record_bytes() const {
+    const std::size_t headers = std::string("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n").size() + id_prefix_.size() + 3 * 21;
+    return conn_->max_payload() > headers ? conn_->max_payload() - headers : 0;
+  }
+
   io::error what(std::string why) const {
     return io::error(std::make_error_code(std::errc::protocol_error),
                      "jetstream sink " + url_.name + " on " + url_.server_text + ": " + std::move(why));

@@ -55,6 +55,11 @@ void connection::close() noexcept {
   if (conn_ != nullptr) PQfinish(std::exchange(conn_, nullptr));  // nonblocking: a Terminate at most
 }
 
+std::string connection::client_encoding() const {
+  const char* e = conn_ != nullptr ? PQparameterStatus(conn_, "client_encoding") : nullptr;
+  return e != nullptr ? e : "";
+}
+
 io::error connection::failure(const std::string& what) const {
   return pg_error("postgresql " + server_ + ": " + what + ": " + trimmed(PQerrorMessage(conn_)));
 }
@@ -95,7 +100,13 @@ runtime::task<io::result<query_result>> connection::exec(std::string sql, params
   if (conn_ == nullptr) co_return pg_error("postgresql: " + statement_of(sql) + ": the connection is closed");
   std::vector<const char*> raw;
   raw.reserve(values.size());
-  for (const auto& v : values) raw.push_back(v ? v->c_str() : nullptr);
+  for (const auto& v : values) {
+    if (v && v->find('\0') != std::string::npos) {
+      co_return pg_error("postgresql " + server_ + ": " + statement_of(sql) + ": parameter $" +
+                         std::to_string(raw.size() + 1) + " holds a NUL byte, which a text value cannot");
+    }
+    raw.push_back(v ? v->c_str() : nullptr);
+  }
   if (PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(raw.size()), nullptr, raw.data(), nullptr, nullptr, 0) == 0) {
     co_return failure(statement_of(sql));
   }

@@ -6,7 +6,9 @@
 #include <cctype>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <system_error>
 
 namespace sluice::postgres {
@@ -46,6 +48,71 @@ std::string join(const std::vector<std::string>& v, const std::string& prefix = 
   std::string s;
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + prefix + v[i];
   return s;
+}
+
+// Where `s` stops being UTF-8 as PostgreSQL checks it (pg_utf8_islegal: no overlong forms, no
+// surrogates, nothing above U+10FFFF); nullopt if it is valid.
+std::optional<std::size_t> invalid_utf8_at(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {  // bound: each pass moves i forward by 1 to 4
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (s.size() - i < n) return i;
+    for (std::size_t k = 1; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return i;
+    }
+    i += n;
+  }
+  return std::nullopt;
+}
+
+// A row as ('a', NULL, ...) for an error message: bytes other than printable ASCII as \xNN, each
+// value cut at 64 bytes.
+std::string shown(const row& r) {
+  std::string out = "(";
+  for (std::size_t j = 0; j < r.size(); ++j) {
+    if (j > 0) out += ", ";
+    if (!r[j]) {
+      out += "NULL";
+      continue;
+    }
+    out += "'";
+    for (std::size_t k = 0; k < r[j]->size(); ++k) {
+      if (k == 64) {
+        out += "...";
+        break;
+      }
+      const auto c = static_cast<unsigned char>((*r[j])[k]);
+      if (c < 0x20 || c >= 0x7F || c == '\\' || c == '\'') {
+        static constexpr char hex[] = "0123456789abcdef";
+        out += "\\x";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    out += "'";
+  }
+  return out + ")";
 }
 
 }  // namespace
@@ -107,7 +174,29 @@ runtime::task<io::result<void>> row_sink::ensure_connected() {
     conn_.close();
     co_return made.error();
   }
+  utf8_ = conn_.client_encoding() == "UTF8";
   co_return io::result<void>{};
+}
+
+io::result<void> row_sink::stage(row r) {
+  for (std::size_t j = 0; j < r.size(); ++j) {
+    if (!r[j]) continue;
+    std::string column("#");  // (a row of more values than columns fails its commit, naming that)
+    if (j < spec_.columns.size()) column = spec_.columns[j];
+    std::string why;
+    if (const std::size_t nul = r[j]->find('\0'); nul != std::string::npos) {
+      why = "holds a NUL byte (at byte " + std::to_string(nul) +
+            "), which PostgreSQL text cannot (libpq would cut the value there, and two values could become one)";
+    } else if (const std::optional<std::size_t> bad = utf8_ ? invalid_utf8_at(*r[j]) : std::nullopt) {
+      why = "is not valid UTF-8 (at byte " + std::to_string(*bad) + "), the connection's client_encoding";
+    } else {
+      continue;
+    }
+    return sink_error("postgresql sink for " + spec_.table + ": the record " + shown(r) + " cannot be stored: column " +
+                      column + " " + why);
+  }
+  staged_.push_back(std::move(r));
+  return {};
 }
 
 runtime::task<io::result<void>> row_sink::recover(dataflow::sink_recovery from) {

@@ -236,6 +236,16 @@ TEST_CASE("inputs differ by content: another file, a changed file, the same byte
   CHECK(fingerprint_differences(taken, changed, 7) ==
         strings{"checkpoint 7 read input 'a.txt' (1048576 bytes, crc32c 0x1234abcd); this run reads 'a.txt' "
                 "(1048576 bytes, crc32c 0x0badf00d): the file changed since the checkpoint"});
+  job_fingerprint cut = taken;
+  cut.inputs[0].size_bytes = 1000000;
+  CHECK(fingerprint_differences(taken, cut, 7) ==
+        strings{"checkpoint 7 read input 'a.txt' (1048576 bytes, crc32c 0x1234abcd); this run reads 'a.txt' "
+                "(1000000 bytes, crc32c 0x1234abcd): the file changed since the checkpoint (it is 48576 bytes "
+                "shorter: truncated)"});
+  job_fingerprint grown = taken;
+  grown.inputs[0].size_bytes = 1048600;
+  CHECK(fingerprint_differences(taken, grown, 7).at(0).find(
+            "the file changed since the checkpoint (it is 24 bytes longer: appended to)") != std::string::npos);
   job_fingerprint copy = wordcount_identity(2, 0, "./copy-of-a.txt");
   copy.inputs[0].size_bytes = 1048576;
   copy.inputs[0].crc32c = 0x1234abcd;
@@ -275,6 +285,15 @@ TEST_CASE("an input that is a FIFO, a pipe, a character device or a directory is
         "2: input '" + dir.path() + "' is a directory" + why + "name a file, not a directory");
   CHECK(refusal_of(wordcount_over(dir.file("missing.txt"), dir.file("out"))) ==
         "1: open input '" + dir.file("missing.txt") + "': No such file or directory");
+}
+
+TEST_CASE("an input that reads past its stat size such as /proc/version is refused as not replayable",
+          "[dataflow][fingerprint]") {
+  CHECK(refusal_of(wordcount_over("/proc/version", "/nonexistent/out")) ==
+        "2: input '/proc/version': it reads more bytes than its size (0 bytes): it is a file whose size does not tell "
+        "its length (one of /proc or /sys), or one being appended to; exactly-once needs a replayable source (a "
+        "regular file that can be read again from a checkpointed offset and does not change until the job ends): "
+        "save it to a file first");
 }
 
 TEST_CASE("a line file reader opened on a character device refuses it as not replayable", "[dataflow][fingerprint]") {
@@ -366,13 +385,14 @@ TEST_CASE("fingerprint_job reads its inputs and names relative outputs through t
     const std::string path = "/sim/in.txt";
     const std::string bytes = "the quick brown fox\njumps over the lazy dog\n";
     const int fd = 1000;
+    std::size_t stat_extra_bytes = 0;  // a size above what reads give: a file truncated while hashed
 
     int stat(const char* p, struct stat* st) noexcept override {
       note("stat", p);
       if (p != path) return -ENOENT;
       *st = {};
       st->st_mode = S_IFREG | 0644;
-      st->st_size = static_cast<off_t>(bytes.size());
+      st->st_size = static_cast<off_t>(bytes.size() + stat_extra_bytes);
       return 0;
     }
     int open(const char* p, int, mode_t) noexcept override {
@@ -409,4 +429,11 @@ TEST_CASE("fingerprint_job reads its inputs and names relative outputs through t
   }
   CHECK(named);
   CHECK(os.count("close") == 1);
+
+  os.stat_extra_bytes = 10;
+  CHECK(refusal_of(job) == "2: input '/sim/in.txt': it ended at byte 44 while read, before its size (54 bytes): it is "
+                           "being truncated or replaced; exactly-once needs a replayable source (a regular file that "
+                           "can be read again from a checkpointed offset and does not change until the job ends): "
+                           "save it to a file first");
+  CHECK(os.count("close") == 2);
 }

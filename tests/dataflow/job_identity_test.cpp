@@ -232,6 +232,40 @@ TEST_CASE("a resume over an input changed in place is refused, put back, it resu
   CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));
 }
 
+TEST_CASE("a resume over an input truncated or appended since the checkpoint is refused naming both sizes",
+          "[dataflow][identity]") {
+  const bool truncate = GENERATE(true, false);
+  temp_dir dir;
+  write_corpus_file(dir.file("input.txt"), 20'000, 8);
+  const std::string original = file_bytes(dir.file("input.txt"));
+  const wordcount_args args{dir.file("input.txt"), dir.file("out")};
+  crash_after_first_checkpoint(dir, args);
+  const auto checkpoints_before = tree_of(dir.file("checkpoints"));
+
+  if (truncate) {
+    fs::resize_file(dir.file("input.txt"), original.size() - 100);
+  } else {
+    std::ofstream(dir.file("input.txt"), std::ios::binary | std::ios::app) << "more words\n";
+  }
+  const job_result refused = run_wordcount(dir, args);
+  INFO(refused.message);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.message.find("read input '" + dir.file("input.txt") + "' (" + std::to_string(original.size()) +
+                             " bytes, crc32c 0x") != std::string::npos);
+  CHECK(refused.message.find(truncate ? "the file changed since the checkpoint (it is 100 bytes shorter: truncated)"
+                                      : "the file changed since the checkpoint (it is 11 bytes longer: appended to)") !=
+        std::string::npos);
+  CHECK(refused.message.find("not resuming") != std::string::npos);
+  CHECK(tree_of(dir.file("checkpoints")) == checkpoints_before);
+
+  std::ofstream(dir.file("input.txt"), std::ios::binary | std::ios::trunc) << original;
+  const job_result resumed = run_wordcount(dir, args);
+  INFO(resumed.message);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.resumed_from.has_value());
+  CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));
+}
+
 TEST_CASE("a finished join rerun with another window is refused naming window_ms, with its own it changes nothing",
           "[dataflow][identity][join]") {
   temp_dir dir;

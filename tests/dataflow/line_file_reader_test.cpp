@@ -7,9 +7,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -213,4 +216,110 @@ TEST_CASE("a failing read is an error naming the file", "[line_file_reader][faul
   REQUIRE(out.error);
   CHECK(*out.error == "read '" + path + "': Input/output error");
   CHECK(out.lines.empty());
+}
+
+namespace {
+
+// Opens `path` expecting `expected` bytes (none: its size now), reads `before` lines, runs `change`,
+// then reads on to the end: the lines and the error.
+task<read_outcome> read_around_change(std::string path, std::optional<std::uint64_t> expected, std::size_t before,
+                                      std::function<void()> change) {
+  read_outcome out;
+  auto opened = co_await line_file_reader::open(path, 0, line_file_reader::default_max_line_bytes, expected);
+  if (!opened) {
+    out.error = opened.error().message();
+    co_return out;
+  }
+  line_file_reader reader = std::move(opened).value();
+  out.file_size = reader.file_size();
+  for (;;) {
+    if (out.lines.size() == before) change();
+    auto line = co_await reader.next_line();
+    if (!line) {
+      out.error = line.error().message();
+      break;
+    }
+    if (!*line) break;
+    out.lines.emplace_back(**line);
+  }
+  (co_await reader.close()).value();
+  co_return out;
+}
+
+std::vector<std::string> numbered_lines(std::size_t n) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < n; ++i) lines.push_back("line " + std::to_string(i) + " of the input");
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("a file truncated while read is an error naming it and both sizes", "[line_file_reader]") {
+  temp_dir dir;
+  const std::string path = dir.file("in");
+  const auto lines = numbered_lines(20'000);  // over five chunks
+  const std::string content = join(lines);
+  write_file(path, content);
+  const std::uint64_t cut = 100'000;  // inside the second chunk, which is not read yet
+  const auto out = sync_wait(read_around_change(path, content.size(), 1, [&] { std::filesystem::resize_file(path, cut); }));
+  REQUIRE(out.error);
+  CHECK(*out.error == "read line file '" + path + "': it has " + std::to_string(cut) + " bytes, not the " +
+                          std::to_string(content.size()) +
+                          " it had when the job started (its fingerprint): it was truncated or replaced while the job "
+                          "ran; an input must not change until the job ends");
+  // Nothing past the end is made up; the lines before it are the file's.
+  REQUIRE(!out.lines.empty());
+  CHECK(out.lines.size() < lines.size());
+  CHECK(std::equal(out.lines.begin(), out.lines.end(), lines.begin()));
+}
+
+TEST_CASE("a file appended to while read is an error after its last line and nothing past it is returned",
+          "[line_file_reader]") {
+  temp_dir dir;
+  const std::string path = dir.file("in");
+  write_file(path, "a\nb\n");
+  const auto out = sync_wait(read_around_change(path, std::nullopt, 1, [&] {
+    std::ofstream(path, std::ios::binary | std::ios::app) << "c\n";
+  }));
+  CHECK(out.lines == std::vector<std::string>{"a", "b"});
+  REQUIRE(out.error);
+  CHECK(*out.error == "read line file '" + path +
+                          "': it has 6 bytes, not the 4 it had when it was opened: it was appended to or replaced while "
+                          "the job ran; an input must not change until the job ends");
+  // A last line without '\n' that grows is not returned grown either.
+  write_file(path, "a\nb");
+  const auto grown = sync_wait(read_around_change(path, std::nullopt, 1, [&] {
+    std::ofstream(path, std::ios::binary | std::ios::app) << "bb\n";
+  }));
+  CHECK(grown.lines == std::vector<std::string>{"a"});
+  CHECK(grown.error);
+}
+
+TEST_CASE("a file that is not the size the job fingerprinted is refused at open naming both sizes",
+          "[line_file_reader]") {
+  temp_dir dir;
+  const std::string path = dir.file("in");
+  write_file(path, "a\nb\n");
+  const auto shorter = sync_wait(read_around_change(path, 10, 0, [] {}));
+  REQUIRE(shorter.error);
+  CHECK(*shorter.error == "open line file '" + path +
+                              "': it has 4 bytes, not the 10 it had when the job started (its fingerprint): it was "
+                              "truncated or replaced while the job ran; an input must not change until the job ends");
+  const auto longer = sync_wait(read_around_change(path, 3, 0, [] {}));
+  REQUIRE(longer.error);
+  CHECK(longer.error->find("it has 4 bytes, not the 3 it had when the job started (its fingerprint): it was appended "
+                           "to or replaced") != std::string::npos);
+  const auto same = sync_wait(read_around_change(path, 4, 0, [] {}));
+  CHECK_FALSE(same.error);
+  CHECK(same.lines == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("a kernel file whose stat size is 0 is refused once read past it", "[line_file_reader]") {
+  const auto out = sync_wait(read_around_change("/proc/version", std::nullopt, 0, [] {}));
+  CHECK(out.file_size == 0);
+  CHECK(out.lines.empty());
+  REQUIRE(out.error);
+  CHECK(*out.error == "read line file '/proc/version': it reads more bytes than its size (0 bytes when it was opened): "
+                      "it is a file whose size does not tell its length (one of /proc or /sys); an input must be a "
+                      "regular file that does not change until the job ends");
 }

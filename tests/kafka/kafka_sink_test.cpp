@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <librdkafka/rdkafka.h>
+
 #include <cstdio>
 #include <set>
 
@@ -197,4 +199,57 @@ TEST_CASE("kafka sinks of two jobs of the same name (two runs) commit side by si
   for (int i = 0; i < 20; ++i) want.insert("a" + std::to_string(i));
   for (int i = 0; i < 20; ++i) want.insert("b" + std::to_string(i));
   CHECK(as_set(got) == want);
+}
+
+namespace {
+
+rt::task<std::string> write_one(df::sink_connector<std::string>* s, std::string record) {
+  auto w = co_await s->write(record);
+  co_return w ? std::string() : w.error().message();
+}
+
+// What librdkafka's produce says of a value of `bytes` bytes (it checks the size before queueing).
+rd_kafka_resp_err_t produce_error(const std::string& brokers, std::size_t bytes) {
+  char errstr[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), errstr, sizeof errstr);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+  REQUIRE(rk != nullptr);
+  std::string value(bytes, 'v');
+  const rd_kafka_resp_err_t err =
+      rd_kafka_producev(rk, RD_KAFKA_V_TOPIC("out"), RD_KAFKA_V_VALUE(value.data(), value.size()),
+                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+  rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE);
+  rd_kafka_destroy(rk);
+  return err;
+}
+
+}  // namespace
+
+// librdkafka refuses a message above message.max.bytes (framing included) with MSG_SIZE_TOO_LARGE,
+// at produce: in the commit, when the record is in the checkpoint already and every rerun's
+// recovery fails on it again. The sink refuses it at write, naming it.
+TEST_CASE("a kafka sink refuses a record larger than message.max.bytes at write naming it and takes one that fits") {
+  SLUICE_SKIP_KAFKA_UNDER_TSAN();
+  mock_cluster cluster;
+  cluster.create_topic("out", 1);
+  rt::engine eng(one_executor());
+  sk::kafka_options o{.brokers = cluster.bootstrap(), .topic = "out"};
+  auto sink = sk::make_kafka_sink(o, context("job", 0, 1));
+  REQUIRE(eng.block_on(recover(sink.get(), {})).empty());
+  const std::size_t max_message_bytes = 1000000;  // librdkafka's default
+  const std::string refused = eng.block_on(write_one(sink.get(), std::string(max_message_bytes - 35, 'x')));
+  CHECK(refused.find("kafka sink 'out' (transactional.id ") == 0);
+  CHECK(refused.find("a record of 999965 bytes (xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...) is larger than one "
+                     "message: message.max.bytes is 1000000, framing included") != std::string::npos);
+  CHECK(eng.block_on(write_one(sink.get(), std::string(max_message_bytes - 36, 'y'))).empty());
+  // The same limit as librdkafka's own.
+  CHECK(produce_error(cluster.bootstrap(), max_message_bytes - 35) == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+  CHECK(produce_error(cluster.bootstrap(), max_message_bytes - 36) == RD_KAFKA_RESP_ERR_NO_ERROR);
+  // The one that fits is committed (where the cluster keeps transactional offsets: the marker).
+  if (transactions_unsupported(cluster.bootstrap(), "out").empty()) {
+    (void)eng.block_on(write_and_precommit(sink.get(), "z", 1, 1));
+    CHECK(eng.block_on(commit(sink.get(), 1)).empty());
+  }
+  eng.block_on(sink->close());
 }

@@ -198,6 +198,29 @@ task<std::string> sink_commits_then_recovers(std::uint16_t port) {
   co_return all + " messages=" + std::to_string(info.messages);
 }
 
+// A record of the server's max_payload, and one that fits with the message id's headers.
+task<std::string> sink_refuses_a_record_too_large(std::uint16_t port) {
+  dataflow::connector_context ctx;
+  ctx.job = "j";
+  ctx.task = 7;
+  auto sink = nats::make_jetstream_sink(ctx, url_of(port, "big"));
+  (co_await sink->recover(dataflow::recovery_of({}, "r1"))).value();
+  auto c = (co_await nats::connection::connect(io::address::loopback_v4(port))).value();
+  const std::size_t max_payload = c->max_payload();
+  co_await c->close();
+  const std::string too_large(max_payload, 'x');
+  auto refused = co_await sink->write(too_large);
+  std::string out = refused ? "accepted" : refused.error().message();
+  const std::string fits(max_payload - 200, 'y');
+  auto written = co_await sink->write(fits);
+  if (!written) out += " | " + written.error().message();
+  (void)(co_await sink->precommit(1)).value();
+  auto committed = co_await sink->commit(1);
+  out += committed ? " | committed" : " | " + committed.error().message();
+  co_await sink->close();
+  co_return out;
+}
+
 task<std::string> source_error_when_server_dies(std::uint16_t port, test::nats_server* server) {
   dataflow::connector_context ctx;
   auto source = nats::make_jetstream_source(ctx, url_of(port, "S"), false);
@@ -250,4 +273,18 @@ TEST_CASE("a jetstream source whose server stops mid-fetch fails with an error n
   INFO(error);
   CHECK(error.find("jetstream source S on 127.0.0.1:" + std::to_string(nats.port())) != std::string::npos);
   CHECK(error.find("the server closed the connection") != std::string::npos);
+}
+
+TEST_CASE("a jetstream sink refuses a record larger than one message at write naming it and publishes one that fits") {
+  SLUICE_SKIP_WITHOUT_NATS();
+  test::temp_dir dir;
+  test::nats_server nats(dir.path());
+  nats.start();
+  const std::string out = runtime::sync_wait(sink_refuses_a_record_too_large(nats.port()));
+  INFO(out);
+  CHECK(out.find("jetstream sink big on 127.0.0.1:" + std::to_string(nats.port()) + ": a record of ") == 0);
+  CHECK(out.find(" bytes (xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...) does not fit in one message: the server's "
+                 "max_payload is ") != std::string::npos);
+  CHECK(out.find(" | committed") != std::string::npos);
+  CHECK(out.find("accepted") == std::string::npos);
 }

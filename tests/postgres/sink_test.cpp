@@ -281,3 +281,49 @@ TEST_CASE("the upsert table equals an independent count over checkpoints, repeat
   for (const auto& r : table.rows) got[*r[0]] = std::stoll(*r[1]);
   REQUIRE(got == expected);
 }
+
+namespace {
+
+task<io::result<void>> write_one(dataflow::sink_connector<word_count>* s, word_count w) { co_return co_await s->write(w); }
+
+}  // namespace
+
+// libpq passes a text parameter as a C string: "a\0b" and "a\0c" both went to the server as "a",
+// two rows of one key in one upsert, and the commit of the final checkpoint failed with "ON
+// CONFLICT DO UPDATE command cannot affect row a second time" (exit 0 then). Bytes that are not
+// UTF-8 (the server's encoding here) failed the commit too. Both are refused at write, naming the
+// record, and never reach a checkpoint.
+TEST_CASE("a record with a NUL byte or bytes that are not UTF-8 fails write naming the record and its column",
+          "[postgres][sink]") {
+  SLUICE_SKIP_WITHOUT_POSTGRES();
+  test::temp_dir dir;
+  test::postgres_server pg(dir.path());
+  pg.start();
+  must(sync_wait(run(pg.conninfo(), "CREATE TABLE counts (word text PRIMARY KEY, count bigint)")));
+  auto s = make_sink(pg, "counts", {"word"});
+  ok(sync_wait(recover(s.get(), {})));
+  const auto nul = sync_wait(write_one(s.get(), {std::string("a\0b", 3), 1}));
+  REQUIRE_FALSE(nul.ok());
+  CHECK(nul.error().message() ==
+        "postgresql sink for counts: the record ('a\\x00b', '1') cannot be stored: column word holds a NUL byte (at "
+        "byte 1), which PostgreSQL text cannot (libpq would cut the value there, and two values could become one)");
+  for (const std::string& bad : {std::string("caf\xe9"), std::string("\xc0\xaf"), std::string("\xed\xa0\x80"),
+                                 std::string("\xf4\x90\x80\x80"), std::string("ab\xe2\x82")}) {
+    const auto r = sync_wait(write_one(s.get(), {bad, 2}));
+    INFO(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message().find("cannot be stored: column word is not valid UTF-8 (at byte ") != std::string::npos);
+  }
+  CHECK(sync_wait(write_one(s.get(), {"caf\xc3\xa9 \xf0\x9f\x8c\x8a", 3})).ok());  // "café 🌊"
+  CHECK(sync_wait(write_one(s.get(), {"a", 4})).ok());
+  (void)sync_wait(write_and_precommit(s.get(), {}, 1)).value();
+  ok(sync_wait(commit(s.get(), 1)));
+  auto table = must(sync_wait(run(pg.conninfo(), "SELECT word, count FROM counts ORDER BY count")));
+  REQUIRE(table.rows.size() == 2);
+  CHECK(table.rows[0][0] == "caf\xc3\xa9 \xf0\x9f\x8c\x8a");
+  CHECK(table.rows[1][0] == "a");
+  // The connection refuses such a parameter itself, whoever passes it.
+  auto direct = sync_wait(run(pg.conninfo(), "SELECT $1::text", params{std::string("x\0y", 3)}));
+  REQUIRE_FALSE(direct.ok());
+  CHECK(direct.error().message().find("parameter $1 holds a NUL byte, which a text value cannot") != std::string::npos);
+}

@@ -57,6 +57,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -74,6 +75,14 @@ struct connector_context {
   std::size_t subtask = 0;     // 0 .. parallelism - 1
   std::size_t parallelism = 1;
   std::size_t max_record_bytes = std::size_t{16} << 20;  // job_settings::max_record_bytes
+  // The size the job's fingerprint recorded for each input file of the stage (job_fingerprint.hpp),
+  // by path as given: a file source reads exactly that many bytes, and fails naming the file when it
+  // finds fewer or more. Empty for a connector made outside a job: it reads the file as at open.
+  std::map<std::string, std::uint64_t> input_sizes;
+  std::optional<std::uint64_t> input_size(const std::string& path) const {
+    auto it = input_sizes.find(path);
+    return it == input_sizes.end() ? std::nullopt : std::optional<std::uint64_t>(it->second);
+  }
 };
 
 enum class read_status { more, idle, end };

@@ -229,7 +229,9 @@ class connector_sink_tail final : public output_tail, public collector<T>, publi
 
 namespace detail {
 inline connector_context context_of(const task_builder& b) {
-  return connector_context{b.job_name(), b.stage_name(), b.id(), b.subtask(), b.parallelism(), b.max_record_bytes()};
+  connector_context c{b.job_name(), b.stage_name(), b.id(), b.subtask(), b.parallelism(), b.max_record_bytes(), {}};
+  c.input_sizes = b.input_sizes();
+  return c;
 }
 inline void check_spec_identity(const std::vector<std::string>& identity, const char* what) {
   if (identity.empty() || identity.front().rfind(what, 0) != 0) {

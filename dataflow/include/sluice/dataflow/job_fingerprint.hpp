@@ -96,6 +96,9 @@ job_fingerprint describe_job(const job_builder& job);
 // call it before the engine starts, never on an executor. Throws job_refused.
 job_fingerprint fingerprint_job(const job_builder& job);
 
+// The sizes of stage `stage`'s inputs, by path: what its file sources must read (connector_context).
+std::map<std::string, std::uint64_t> input_sizes(const job_fingerprint& fp, std::size_t stage);
+
 std::string encode_fingerprint(const job_fingerprint& fp);
 // Strict; errors (std::errc::invalid_argument) name the line and what is wrong with it.
 io::result<job_fingerprint> decode_fingerprint(std::string_view text);

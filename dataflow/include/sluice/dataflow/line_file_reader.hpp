@@ -15,8 +15,12 @@
 // - A file that is not a regular file (a pipe, FIFO, socket, device or directory) is an error: its
 //   bytes cannot be read again from an offset (not_replayable() below). run_job refuses such an
 //   input before it starts; this check is for a reader opened directly.
-// - End of file is where the file ended when it was read: a line still being appended by another
-//   process may be returned in two parts; the reader does not follow a growing file.
+// - The file is read as it was when the job fingerprinted it (expected_size_bytes, from
+//   job_fingerprint.hpp; without one, as it was when opened): a file of another size at open, one
+//   that ends before that size (truncated while read) or one with bytes past it (appended to, or a
+//   kernel file such as /proc/version whose stat size is 0) is an error naming the file, both sizes
+//   and what happened. Nothing past the size is ever returned: the reader does not follow a growing
+//   file, and a job that read one would publish counts of neither version.
 //
 //   auto r = (co_await line_file_reader::open(path, stored_offset)).value();
 //   for (;;) {
@@ -50,9 +54,11 @@ class line_file_reader {
   static constexpr std::size_t default_max_line_bytes = std::size_t{16} << 20;  // as job_settings::max_record_bytes
 
   // Opens `path` and positions the reader at `start_offset_bytes`, which must be the start of a
-  // line (0, or an offset_bytes() of an earlier reader of the same file).
+  // line (0, or an offset_bytes() of an earlier reader of the same file). `expected_size_bytes`:
+  // the size the job fingerprinted (an error now if the file has another); none: its size now.
   static runtime::task<io::result<line_file_reader>> open(std::string path, std::uint64_t start_offset_bytes,
-                                                          std::size_t max_line_bytes = default_max_line_bytes);
+                                                          std::size_t max_line_bytes = default_max_line_bytes,
+                                                          std::optional<std::uint64_t> expected_size_bytes = {});
 
   line_file_reader(line_file_reader&&) noexcept = default;
   line_file_reader& operator=(line_file_reader&&) noexcept = default;
@@ -67,7 +73,7 @@ class line_file_reader {
   std::uint64_t offset_bytes() const noexcept { return offset_bytes_; }
   // Lines returned by this reader (not counting those before the start offset).
   std::uint64_t lines_read() const noexcept { return lines_read_; }
-  // The file's size when it was opened.
+  // The size the reader reads to: the expected size it was opened with (the file had it then).
   std::uint64_t file_size() const noexcept { return file_size_; }
   const std::string& path() const noexcept { return file_.path(); }
 
@@ -79,7 +85,11 @@ class line_file_reader {
                    std::size_t max_line_bytes);
 
   io::error line_too_long() const;
-  // Reads one more chunk after the buffered bytes; sets eof_ when the file has no more.
+  // What fill() found (a read at the size that gave bytes, or one before it that gave none): the
+  // file's size now, against file_size_.
+  runtime::task<io::error> changed(bool grew);
+  // Reads one more chunk after the buffered bytes, never past file_size_; sets eof_ at file_size_
+  // once a read there finds nothing more (anything is an error: the file grew).
   runtime::task<io::result<void>> fill();
 
   io::file file_;
@@ -92,6 +102,7 @@ class line_file_reader {
   std::uint64_t file_size_ = 0;
   std::size_t max_line_bytes_ = default_max_line_bytes;
   bool eof_ = false;
+  bool fingerprinted_ = false;  // file_size_ is the job's fingerprint's (for the messages)
 };
 
 }  // namespace sluice::dataflow

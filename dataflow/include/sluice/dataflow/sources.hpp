@@ -9,6 +9,11 @@
 //   watermarks: its latest time - 1 after each batch, its latest time at the end.
 // indexed_line_source: one task; each line with its 0-based index (event time), and a watermark
 // after every `watermark_every` lines and at the end.
+//
+// Both read the file as the job fingerprinted it (`expected_size_bytes`, connector_context::
+// input_sizes; none: its size at open): a file that has another size, ends early or grows while read
+// fails the task, naming it (line_file_reader.hpp). The task reading the end of the file checks that
+// nothing follows it.
 
 #include <sluice/dataflow/connector.hpp>
 #include <sluice/dataflow/line_file_reader.hpp>
@@ -26,9 +31,10 @@ class line_source final : public source_connector<std::string> {
  public:
   using time_fn = std::function<std::uint64_t(std::string_view)>;
   line_source(std::string path, std::size_t subtask, std::size_t parallelism, time_fn time = {},
-              std::size_t max_line_bytes = line_file_reader::default_max_line_bytes)
+              std::size_t max_line_bytes = line_file_reader::default_max_line_bytes,
+              std::optional<std::uint64_t> expected_size_bytes = {})
       : path_(std::move(path)), subtask_(subtask), parallelism_(parallelism), time_(std::move(time)),
-        max_line_bytes_(max_line_bytes) {}
+        max_line_bytes_(max_line_bytes), expected_size_(expected_size_bytes) {}
 
   runtime::task<io::result<void>> open() override;
   runtime::task<io::result<read_status>> read(source_output<std::string>& out, std::size_t max_records) override;
@@ -42,6 +48,7 @@ class line_source final : public source_connector<std::string> {
   std::size_t parallelism_;
   time_fn time_;
   std::size_t max_line_bytes_;
+  std::optional<std::uint64_t> expected_size_;
   std::optional<std::uint64_t> latest_time_;  // with time_: the latest line's
   std::optional<line_file_reader> reader_;
   std::optional<std::uint64_t> restored_offset_;
@@ -55,8 +62,9 @@ class indexed_line_source final : public source_connector<std::pair<std::uint64_
  public:
   using record = std::pair<std::uint64_t, std::string>;
   static constexpr std::uint64_t watermark_every = 256;
-  explicit indexed_line_source(std::string path, std::size_t max_line_bytes = line_file_reader::default_max_line_bytes)
-      : path_(std::move(path)), max_line_bytes_(max_line_bytes) {}
+  explicit indexed_line_source(std::string path, std::size_t max_line_bytes = line_file_reader::default_max_line_bytes,
+                               std::optional<std::uint64_t> expected_size_bytes = {})
+      : path_(std::move(path)), max_line_bytes_(max_line_bytes), expected_size_(expected_size_bytes) {}
 
   runtime::task<io::result<void>> open() override;
   runtime::task<io::result<read_status>> read(source_output<record>& out, std::size_t max_records) override;
@@ -67,6 +75,7 @@ class indexed_line_source final : public source_connector<std::pair<std::uint64_
  private:
   std::string path_;
   std::size_t max_line_bytes_;
+  std::optional<std::uint64_t> expected_size_;
   std::optional<line_file_reader> reader_;
   std::uint64_t offset_ = 0;
   std::uint64_t size_ = 0;  // the file's, at open

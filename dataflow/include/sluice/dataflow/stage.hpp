@@ -12,7 +12,9 @@
 #include <sluice/snapshot/checkpoint.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -61,6 +63,9 @@ class task_builder {
   // their own length (lines) refuse longer ones.
   std::size_t max_record_bytes() const noexcept { return max_record_bytes_; }
   void set_max_record_bytes(std::size_t bytes) noexcept { max_record_bytes_ = bytes; }
+  // The stage's input files and the sizes the job's fingerprint recorded (connector_context).
+  const std::map<std::string, std::uint64_t>& input_sizes() const noexcept { return input_sizes_; }
+  void set_input_sizes(std::map<std::string, std::uint64_t> sizes) { input_sizes_ = std::move(sizes); }
   // The job's and the stage's names (a connector builds its deterministic ids from them).
   const std::string& job_name() const noexcept { return job_name_; }
   const std::string& stage_name() const noexcept { return stage_name_; }
@@ -111,6 +116,7 @@ class task_builder {
   std::size_t downstream_parallelism_;
   std::vector<std::size_t> input_channels_;
   std::size_t max_record_bytes_ = std::size_t{16} << 20;
+  std::map<std::string, std::uint64_t> input_sizes_;
   std::string job_name_;
   std::string stage_name_;
   std::vector<output_port> outputs_;

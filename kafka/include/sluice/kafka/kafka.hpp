@@ -35,7 +35,8 @@
 // same transactional.id ABORTS a transaction a dead producer left open, so a transaction opened
 // and flushed at the barrier could not be resumed and committed after a crash. Instead:
 // - write() stages the record in memory (bounded by what one checkpoint interval writes: this
-//   connector's memory bound is the interval's output; it is kept in the checkpoint too).
+//   connector's memory bound is the interval's output; it is kept in the checkpoint too). A record
+//   above the producer's message.max.bytes fails it, naming the record, before any checkpoint.
 // - precommit(id) closes the interval's batch and returns, as the bytes kept in checkpoint id,
 //   every batch not yet committed (id and records).
 // - commit(id) produces every batch j <= id in ONE Kafka transaction (transactional.id

@@ -17,7 +17,8 @@
 //     removed them meanwhile (then the first sequence moved past them: the source fails naming it).
 //
 // jetstream_sink (records: payloads, published on one subject)
-//   - write() stages in memory; precommit(id) turns the staged records into batch `id` and returns
+//   - write() stages in memory (a record above max_payload with its headers fails it, naming the
+//     record, before it can be in a checkpoint); precommit(id) turns the staged records into batch `id` and returns
 //     every batch not yet committed, encoded; commit(id) publishes each batch <= id with
 //     Nats-Msg-Id "<job>.<run>/<task>/<checkpoint>/<n>" (the run: dataflow::sink_recovery, so two
 //     jobs of one name never share ids, nor does a fresh start), many in flight, waits for every PubAck, then

@@ -13,7 +13,8 @@
 //   mid-statement ends the wait with POLLHUP/POLLIN, libpq then reports the broken connection, and
 //   exec returns that error: never a hang.
 // - Errors name the server (host, port, database), the statement (its first 120 characters) and
-//   libpq's message (PQerrorMessage or the result's message).
+//   libpq's message (PQerrorMessage or the result's message). A parameter with a NUL byte is an
+//   error before anything is sent: libpq passes text parameters as C strings and would cut it there.
 // One connection belongs to one executor; one statement at a time.
 
 #include <sluice/io/result.hpp>
@@ -54,6 +55,8 @@ class connection {
   bool is_open() const noexcept { return conn_ != nullptr; }
   // "host:port/db" for error messages.
   const std::string& server() const noexcept { return server_; }
+  // The session's client_encoding ("UTF8", "LATIN1", ...): what text values must be valid in.
+  std::string client_encoding() const;
   void close() noexcept;
 
  private:

@@ -15,6 +15,12 @@
 // recover(from) connects, creates sluice_commits if missing, and applies from.precommitted's batches the
 // same way (a repeat is a no-op thanks to the marker); what was staged after it is discarded.
 //
+// A value PostgreSQL text cannot hold fails write() naming the record and the column, before the
+// record is staged: one with a NUL byte (libpq would cut it there, and two words would become one
+// key), or one that is not valid in the connection's client_encoding when that is UTF8 (the server
+// would refuse the whole batch at commit). So a record the table cannot take never reaches a
+// checkpoint, and a commit fails only for what the server decides (a constraint, a lost server).
+//
 // Exactly once here means: each checkpoint's rows reach the table in exactly one committed
 // transaction, however often commit/recover repeat it, because the marker row and the rows commit
 // together. With key columns, rows are upserts (the last row of a key within a batch wins; a batch
@@ -70,7 +76,8 @@ class row_sink {
   row_sink(table_spec spec, std::string job, std::uint64_t task);
   // Sets the marker's key (`job` then "<job name>/<run>") and applies the resumed batches.
   runtime::task<io::result<void>> recover(dataflow::sink_recovery from);
-  void stage(row r) { staged_.push_back(std::move(r)); }
+  // Stages a row; an error naming the row and its column when a value cannot be stored (above).
+  io::result<void> stage(row r);
   std::vector<std::byte> precommit(std::uint64_t id);
   runtime::task<io::result<void>> commit(std::uint64_t id);
   void close() { conn_.close(); }
@@ -88,6 +95,7 @@ class row_sink {
   connection conn_;
   std::vector<row> staged_;
   std::vector<batch> pending_;
+  bool utf8_ = false;  // the connection's client_encoding is UTF8: text values must be valid UTF-8
 };
 
 template <class T>
@@ -98,10 +106,7 @@ class sink final : public dataflow::sink_connector<T> {
   runtime::task<io::result<void>> recover(dataflow::sink_recovery from) override {
     co_return co_await rows_.recover(std::move(from));
   }
-  runtime::task<io::result<void>> write(const T& record) override {
-    rows_.stage(to_row_(record));
-    co_return io::result<void>{};
-  }
+  runtime::task<io::result<void>> write(const T& record) override { co_return rows_.stage(to_row_(record)); }
   runtime::task<io::result<std::vector<std::byte>>> precommit(snapshot::checkpoint_id id) override {
     co_return rows_.precommit(static_cast<std::uint64_t>(id));
   }
