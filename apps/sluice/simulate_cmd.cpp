@@ -5,6 +5,7 @@
 #include "cli_options.hpp"
 #include "sim_seed.hpp"
 
+#include <sluice/runtime/admission.hpp>
 #include <sluice/runtime/plant.hpp>
 #include <sluice/snapshot/checkpoint_report.hpp>
 
@@ -12,6 +13,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 
 namespace sluice::apps {
@@ -21,9 +23,11 @@ namespace {
 using simulate::fault_class;
 using simulate::job_kind;
 
-std::optional<std::pair<std::uint64_t, std::uint64_t>> parse_range(const std::string& text) {
-  auto number = [](std::string_view s, std::uint64_t& v) {
+// "A-B" (inclusive, A <= B) or "A"; each 0 to 2^64-1. Empty when it is neither, with why.
+std::optional<std::pair<std::uint64_t, std::uint64_t>> parse_range(const std::string& text, std::string& why) {
+  auto number = [&why](std::string_view s, std::uint64_t& v) {
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc::result_out_of_range) why = fmt::format("'{}' is above the largest seed, {}", s, UINT64_MAX);
     return !s.empty() && ec == std::errc() && end == s.data() + s.size();
   };
   const std::size_t dash = text.find('-');
@@ -32,11 +36,24 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> parse_range(const std::st
     if (!number(text, a)) return std::nullopt;
     return std::pair(a, a);
   }
-  if (!number(std::string_view(text).substr(0, dash), a) || !number(std::string_view(text).substr(dash + 1), b) ||
-      b < a) {
+  if (!number(std::string_view(text).substr(0, dash), a) || !number(std::string_view(text).substr(dash + 1), b)) {
+    return std::nullopt;
+  }
+  if (b < a) {
+    why = fmt::format("the range ends at {}, before it starts", b);
     return std::nullopt;
   }
   return std::pair(a, b);
+}
+
+// The smallest ring every seed's job can run on: waits (recv, accept, connect) hold at most
+// wait_capacity_for(N) places of a ring of N (runtime/admission.hpp), and a tcp channel needs two at
+// once on an executor (its listener's accept stays in flight while it connects or receives). With
+// one place for waits no tcp channel can ever connect.
+constexpr std::uint64_t smallest_ring() {
+  std::uint64_t n = 1;
+  while (runtime::wait_capacity_for(n) < 2) ++n;
+  return n;
 }
 
 using snapshot::json_string;
@@ -81,9 +98,20 @@ int run_simulate(const simulate_options& o) {
     fmt::print(stderr, "sluice simulate: --job must be wordcount, window, join or generate (got '{}')\n", o.job);
     return exit_usage;
   }
-  const auto seeds = parse_range(o.seeds);
+  std::string why;
+  const auto seeds = parse_range(o.seeds, why);
   if (!seeds) {
-    fmt::print(stderr, "sluice simulate: --seeds must be A-B with A <= B, or one seed A (got '{}')\n", o.seeds);
+    fmt::print(stderr, "sluice simulate: --seeds must be A-B with A <= B, or one seed A, each 0 to {} (got '{}'{})\n",
+               UINT64_MAX, o.seeds, why.empty() ? "" : ": " + why);
+    return exit_usage;
+  }
+  if (o.ring != 0 && o.ring < smallest_ring()) {
+    fmt::print(stderr,
+               "sluice simulate: --ring {} cannot run a tcp channel; the smallest ring is {}: waits (recv, accept, "
+               "connect) may hold only {} of a ring of {}'s places (runtime/admission.hpp), and an executor's "
+               "listening accept holds it until a peer connects, so no tcp channel could connect (0: each seed "
+               "draws its own ring)\n",
+               o.ring, smallest_ring(), runtime::wait_capacity_for(o.ring), o.ring);
     return exit_usage;
   }
   const fault_class faults = *simulate::parse_faults(o.faults);
@@ -99,6 +127,8 @@ int run_simulate(const simulate_options& o) {
   const auto soak_until = started + std::chrono::minutes(o.soak_minutes);
   std::uint64_t count = 0, failures = 0, steps = 0, crashes = 0, restores = 0, attempts = 0, injected = 0;
   double simulated = 0;
+  // Seed after seed up to the last one, then (a soak) on until its time is up. The last seed may be
+  // 2^64-1: the loop ends there rather than wrap to 0.
   for (std::uint64_t seed = seeds->first;; ++seed) {
     if (seed > seeds->second && (o.soak_minutes == 0 || std::chrono::steady_clock::now() >= soak_until)) break;
     simulate::scenario s = simulate::make_scenario(*job, seed, faults, o.plant);
@@ -130,6 +160,7 @@ int run_simulate(const simulate_options& o) {
     }
     std::fflush(stdout);
     if (r.failed && o.first_failure) break;
+    if (seed == UINT64_MAX) break;  // no seed after it
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const double per_minute = wall > 0 ? static_cast<double>(count) * 60.0 / wall : 0.0;
