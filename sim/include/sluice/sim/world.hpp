@@ -165,6 +165,13 @@ class world final : public runtime::simulation, public runtime::system {
     std::uint64_t seq = 0;
   };
 
+  // Simulated descriptors start here, far from the real ones the process has (eventfds, stdio).
+  static constexpr int first_descriptor = 1000;
+  // What the trace says of descriptor `fd`: the simulated machine's as it is, the host's (an
+  // executor's eventfd: its number depends on what else the process has open, e.g. --trace's
+  // stderr, not on the seed) as -2, so the trace hash is the seed's alone.
+  static std::int64_t traced(int fd) noexcept { return fd >= 0 && fd < first_descriptor ? -2 : fd; }
+
   [[noreturn]] void report_hang(const std::string& why);
 
   // world_ops.cpp: the asynchronous operations.
