@@ -1,5 +1,8 @@
-// Every seed ends: the world's step budgets (a process that goes on step after step), and the alarm a
-// driver sends a stop with (sim/world.hpp; docs/simulation.md, "Budgets").
+// Every seed ends: the world's step budgets (a process that goes on step after step), the parent's
+// watchdog (a process that spins inside one step), and the alarm a driver sends a stop with
+// (sim/world.hpp, apps/sluice/sim_watchdog.hpp; docs/simulation.md, "Budgets").
+
+#include "sim_watchdog.hpp"
 
 #include <sluice/runtime/engine.hpp>
 #include <sluice/runtime/timer.hpp>
@@ -128,4 +131,83 @@ TEST_CASE("the alarm runs between two steps at its step and may be set again") {
     eng.block_on(sleep_a_while(50));
   }
   CHECK(rang == std::vector<std::uint64_t>{10, 15});
+}
+
+namespace {
+
+// Forks a child that publishes step 7, writes "partial" and then runs `stuck` for ever; returns what
+// the watchdog made of it, and how the child ended.
+struct watched_child {
+  apps::simulate::watched_read read;
+  int status = 0;
+};
+
+watched_child watch_stuck_child(void (*stuck)(), apps::simulate::watch_limits limits) {
+  apps::simulate::shared_steps steps;
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    steps.count().store(7);
+    (void)!::write(fds[1], "partial", 7);
+    stuck();
+  }
+  ::close(fds[1]);
+  watched_child out;
+  out.read = apps::simulate::read_watching(fds[0], pid, steps.count(), limits);
+  ::close(fds[0]);
+  ::waitpid(pid, &out.status, 0);
+  return out;
+}
+
+void spin() {
+  volatile std::uint64_t n = 0;
+  for (;;) n = 1 + n;
+}
+
+void sleep_for_good() {
+  for (;;) ::pause();
+}
+
+}  // namespace
+
+TEST_CASE("the watchdog kills a process that spins inside one step and names the step") {
+  // CPU time counts, not real time: 300 ms of it, with a real-time limit it cannot reach first.
+  const watched_child c = watch_stuck_child(spin, {.cpu = 300ms, .wall = 600s});
+  CHECK(c.read.stuck == apps::simulate::watched_read::spinning);
+  CHECK(c.read.stuck_at_step == 7);
+  CHECK(c.read.bytes == "partial");
+  CHECK(WIFSIGNALED(c.status));
+}
+
+TEST_CASE("the watchdog kills a process blocked inside one step once the real-time limit passes") {
+  // A blocked process uses no CPU: the CPU limit never passes, the real-time one does.
+  const watched_child c = watch_stuck_child(sleep_for_good, {.cpu = 600s, .wall = 300ms});
+  CHECK(c.read.stuck == apps::simulate::watched_read::blocked);
+  CHECK(c.read.stuck_at_step == 7);
+  CHECK(WIFSIGNALED(c.status));
+}
+
+TEST_CASE("the watchdog reads the report of a process that ends") {
+  apps::simulate::shared_steps steps;
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    steps.count().store(3);
+    (void)!::write(fds[1], "report", 6);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  const apps::simulate::watched_read r = apps::simulate::read_watching(fds[0], pid, steps.count(), {60s, 60s});
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(r.stuck == apps::simulate::watched_read::no);
+  CHECK(r.bytes == "report");
+  CHECK(WIFEXITED(status));
 }
