@@ -144,8 +144,9 @@ void add_simulate_options(CLI::App& command, simulate_options& o) {
   command.add_flag("--trace", o.trace, "Print every scheduling and fault decision (to read one seed)");
   command.add_flag("--list-plants", o.list_plants, "Print the planted bugs this build has, one a line");
   add_number_option(command, "--ring", o.ring,
-                    "Give every executor a ring of N operations in flight, for every seed (0: each seed's own)", 0,
-                    1'000'000);
+                    "Give every executor a ring of N operations in flight, for every seed (at least 3; 0: each "
+                    "seed's own)",
+                    0, 1'000'000);
   command.add_flag("--first-failure", o.first_failure,
                    "Stop after the first seed that fails (with --plant: once the planted bug is found)");
   add_number_option(command, "--twice-every", o.twice_every,

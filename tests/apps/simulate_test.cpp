@@ -133,7 +133,7 @@ TEST_CASE("the seed of issue 33 that spun for minutes ends with a report") {
   const tool_run plants = run_sluice({"simulate", "--list-plants"});
   if (plants.out.find("abort-before-start") == std::string::npos) return;  // a build without plants
   const tool_run r = run_sluice({"simulate", "--job", "wordcount", "--seeds", "48", "--faults", "all", "--plant",
-                                 "abort-before-start", "--stop", "none", "--spin-limit-seconds", "2"});
+                                 "abort-before-start", "--stop", "none", "--spin-limit-seconds", "1"});
   INFO(r.out << r.err);
   CHECK(r.signal == 0);
   CHECK(r.exit_code == 0);  // the planted bug was found
