@@ -52,6 +52,21 @@ std::string describe_before(const scenario& s, const sim::disk_image& image, con
   return "\n  run again and stopped there: " + r.message.substr(0, r.message.find("\n  its last log lines:"));
 }
 
+// Why the watchdog killed the process, and what everything waited for as that step began.
+std::string stuck_message(const scenario& s, const sim::disk_image& image, const epoch_plan& plan,
+                          const watched_read& read) {
+  const watch_limits limits = watch_limits::for_spin(plan.spin_limit);
+  const std::string before = describe_before(s, image, plan, read.stuck_at_step);
+  if (read.stuck == watched_read::spinning) {
+    return fmt::format("hang: the simulated process spun inside step {}: it used {:g} s of CPU and began no step "
+                       "(a loop that never returns to the scheduler){}",
+                       read.stuck_at_step, std::chrono::duration<double>(limits.cpu).count(), before);
+  }
+  return fmt::format("hang: the simulated process stayed in step {} for {:g} s of real time (a blocking call, or a "
+                     "machine too loaded to run it){}",
+                     read.stuck_at_step, std::chrono::duration<double>(limits.wall).count(), before);
+}
+
 epoch_report fork_epoch(const scenario& s, const sim::disk_image& image, const epoch_plan& plan) {
   epoch_report failed;
   int fds[2];
@@ -87,17 +102,7 @@ epoch_report fork_epoch(const scenario& s, const sim::disk_image& image, const e
   std::string log = log_fd >= 0 ? tail_of(log_fd, 3000) : std::string();
   if (log_fd >= 0) ::close(log_fd);
   if (read.stuck != watched_read::no) {
-    const watch_limits limits = watch_limits::for_spin(plan.spin_limit);
-    failed.message =
-        read.stuck == watched_read::spinning
-            ? fmt::format("hang: the simulated process spun inside step {}: it used {:g} s of CPU and began no step "
-                          "(a loop that never returns to the scheduler){}",
-                          read.stuck_at_step, std::chrono::duration<double>(limits.cpu).count(),
-                          describe_before(s, image, plan, read.stuck_at_step))
-            : fmt::format("hang: the simulated process stayed in step {} for {:g} s of real time (a blocking call, "
-                          "or a machine too loaded to run it){}",
-                          read.stuck_at_step, std::chrono::duration<double>(limits.wall).count(),
-                          describe_before(s, image, plan, read.stuck_at_step));
+    failed.message = stuck_message(s, image, plan, read);
     if (!log.empty()) failed.message += "\n  its last log lines:\n" + log;
     return failed;
   }

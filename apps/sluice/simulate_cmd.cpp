@@ -75,6 +75,16 @@ std::string reproduce(const simulate::scenario& s, const simulate_options& o) {
                      extra);
 }
 
+simulate::seed_options seed_options_for(const simulate_options& o, std::uint64_t seed) {
+  simulate::seed_options so;
+  so.step_limit = o.max_steps;
+  so.idle_step_limit = o.max_idle_steps;
+  so.spin_limit = std::chrono::milliseconds(static_cast<std::int64_t>(o.spin_limit_seconds * 1000));
+  so.trace = o.trace;
+  so.twice = o.twice_every != 0 && seed % o.twice_every == 0;
+  return so;
+}
+
 struct totals {
   std::uint64_t count = 0, failures = 0, steps = 0, crashes = 0, restores = 0, attempts = 0, injected = 0;
   std::uint64_t stops = 0, stopped = 0, drains = 0, max_process_steps = 0, longest_idle_run = 0;
@@ -215,14 +225,8 @@ int run_simulate(const simulate_options& o) {
     simulate::scenario s = simulate::make_scenario(*job, seed, faults, o.plant);
     if (o.ring != 0) s.ring_entries = o.ring;
     if (!o.stop.empty()) simulate::force_stop(s, *simulate::parse_stop(o.stop));
-    simulate::seed_options so;
-    so.step_limit = o.max_steps;
-    so.idle_step_limit = o.max_idle_steps;
-    so.spin_limit = std::chrono::milliseconds(static_cast<std::int64_t>(o.spin_limit_seconds * 1000));
-    so.trace = o.trace;
-    so.twice = o.twice_every != 0 && seed % o.twice_every == 0;
     if (o.trace) fmt::print(stderr, "seed {}: {}\n", seed, s.describe());
-    const simulate::seed_result r = simulate::run_seed(s, so);
+    const simulate::seed_result r = simulate::run_seed(s, seed_options_for(o, seed));
     t.add(r);
     if (o.json) {
       print_json(o, r);
