@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The simulation's seed matrix, as CI runs it: every sample job under every fault class, cells in
-# parallel, each a `sluice simulate` run over its own seeds (docs/simulation.md).
+# parallel, each a `sluice simulate` run over its own seeds (docs/simulation.md). A quarter of the
+# seeds stop their job while it runs (a drain, a stop now, or both), and every seed ends within the
+# simulator's budgets.
 #
 #   scripts/simulate.sh <sluice>        the sluice binary to use
 #

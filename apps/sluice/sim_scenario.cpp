@@ -17,6 +17,18 @@ namespace sluice::apps::simulate {
 namespace {
 constexpr const char* job_names[] = {"wordcount", "window", "join", "generate"};
 constexpr const char* fault_names[] = {"all", "none", "disk", "net", "crash"};
+constexpr const char* stop_names[] = {"none", "drain", "now", "drain-now"};
+
+// Where a seed's stop goes, from a stream of its own (so no other knob of an older seed moves).
+sim::rng stop_stream(std::uint64_t seed, job_kind job) {
+  return sim::rng(seed * 0x9e3779b97f4a7c15ull ^ 0x5709'5709ull ^ static_cast<std::uint64_t>(job));
+}
+void place_stop(scenario& s, sim::rng& r) {
+  // Anywhere from just after the start to past the reference run's end (a stop that comes after
+  // the job finished is never sent).
+  s.stop_at_permille = static_cast<std::uint32_t>(r.between(5, 1100));
+  s.second_stop_steps = static_cast<std::uint32_t>(r.between(1, 500));  // most while the drain runs
+}
 
 const char* mode_name(snapshot::checkpoint_mode m) {
   switch (m) {
@@ -55,19 +67,31 @@ std::optional<fault_class> parse_faults(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<stop_kind> parse_stop(std::string_view name) {
+  for (int i = 0; i < 4; ++i) {
+    if (name == stop_names[i]) return static_cast<stop_kind>(i);
+  }
+  return std::nullopt;
+}
+
+const char* to_string(stop_kind k) noexcept { return stop_names[static_cast<int>(k)]; }
 const char* to_string(job_kind k) noexcept { return job_names[static_cast<int>(k)]; }
 const char* to_string(fault_class f) noexcept { return fault_names[static_cast<int>(f)]; }
 
 std::string scenario::describe() const {
   return fmt::format(
       "job={} seed={} faults={}{} parallelism={} executors={} transport={} mode={} interval={}ms "
-      "alignment-timeout={}ms{} floating={} segment={}KiB lines={}{} crashes={} batch={}{}",
+      "alignment-timeout={}ms{} floating={} segment={}KiB lines={}{} crashes={} batch={}{}{}",
       to_string(job), seed, to_string(faults), plant.empty() ? "" : " plant=" + plant, parallelism, executors,
       transport, mode_name(mode), interval.count(), alignment_timeout.count(),
       checkpoint_timeout.count() < 600'000 ? fmt::format(" checkpoint-timeout={}ms", checkpoint_timeout.count()) : "",
       floating_buffers,
       segment_bytes / 1024, lines, big_records ? " big-records" : "", crashes, batch_limit,
-      ring_entries != 0 ? fmt::format(" ring={}", ring_entries) : std::string());
+      ring_entries != 0 ? fmt::format(" ring={}", ring_entries) : std::string(),
+      stop == stop_kind::none ? std::string()
+                              : fmt::format(" stop={}@{}.{}%{}", to_string(stop), stop_at_permille / 10,
+                                            stop_at_permille % 10,
+                                            stop == stop_kind::drain_now ? fmt::format("+{}", second_stop_steps) : ""));
 }
 
 scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std::string plant) {
@@ -130,7 +154,25 @@ scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std
   // backlog (a full SQ); with faults, half of them find the ring busy (EBUSY) now and then.
   if (later.below(3) == 0) s.ring_entries = later.between(16, 48);
   if ((disk || net) && later.coin()) s.rates.ring_busy = static_cast<std::uint32_t>(later.between(1000, 100'000));
+  // A quarter of the seeds stop the job while it runs, as SIGTERM does: half of them drain, a
+  // quarter stop now, a quarter drain and then stop now while the drain runs.
+  sim::rng stops = stop_stream(seed, job);
+  if (stops.below(4) == 0) {
+    const std::uint64_t kind = stops.below(4);
+    s.stop = kind < 2 ? stop_kind::drain : kind == 2 ? stop_kind::now : stop_kind::drain_now;
+    place_stop(s, stops);
+  }
   return s;
+}
+
+void force_stop(scenario& s, stop_kind kind) {
+  if (s.stop == stop_kind::none && kind != stop_kind::none) {
+    sim::rng r = stop_stream(s.seed, s.job);
+    r.below(4);
+    r.below(4);
+    place_stop(s, r);
+  }
+  s.stop = kind;
 }
 
 sim::disk_image initial_image(const scenario& s) {

@@ -19,11 +19,16 @@ namespace sluice::apps::simulate {
 
 enum class job_kind { wordcount, window, join, generate };
 enum class fault_class { all, none, disk, net, crash };
+// A stop asked for while the job runs, as SIGTERM asks it (job_settings::drain, ::stop): a drain, a
+// stop now, or a drain and then, while it runs, a stop now (a second signal).
+enum class stop_kind { none, drain, now, drain_now };
 
 std::optional<job_kind> parse_job(std::string_view name);
 std::optional<fault_class> parse_faults(std::string_view name);
+std::optional<stop_kind> parse_stop(std::string_view name);
 const char* to_string(job_kind k) noexcept;
 const char* to_string(fault_class f) noexcept;
+const char* to_string(stop_kind k) noexcept;
 
 struct scenario {
   job_kind job = job_kind::wordcount;
@@ -47,12 +52,21 @@ struct scenario {
   unsigned crashes = 0;            // process crashes to place
   std::uint32_t batch_limit = 4;
   std::size_t ring_entries = 0;    // operations in flight per executor before a backlog (0: no cap)
+  // The stop, if any: at stop_at_permille thousandths of the reference run's steps (the first process
+  // of the seed that gets there sends it); drain_now's stop now follows its drain by
+  // second_stop_steps steps.
+  stop_kind stop = stop_kind::none;
+  std::uint32_t stop_at_permille = 0;
+  std::uint32_t second_stop_steps = 0;
 
   // One line: everything above.
   std::string describe() const;
 };
 
 scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std::string plant = {});
+// Makes every seed send `kind` (sluice simulate --stop), where a seed's own draw would send none or
+// another: at the same point if the seed drew one, else at a point drawn from the seed.
+void force_stop(scenario& s, stop_kind kind);
 
 // Where things are on the simulated disk.
 inline constexpr std::string_view sim_root = "/sim";

@@ -3,7 +3,9 @@
 // crashes and restarts, each crash ending a process (fork) as kill -9 would, and the oracles.
 
 #include "sim_scenario.hpp"
+#include "sim_watchdog.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -12,6 +14,13 @@ namespace sluice::apps::simulate {
 struct seed_options {
   bool trace = false;        // print every scheduling and fault decision (stderr)
   bool twice = false;        // run the seed again and require the same trace
+  // Every simulated process's budgets (sim::world_options; 0: none): steps in all, and steps in a
+  // row in which nothing completes and time does not jump. Past either, the process is hung.
+  std::uint64_t step_limit = default_step_limit;
+  std::uint64_t idle_step_limit = default_idle_step_limit;
+  // A process that used this much CPU time (or 30 times as much real time) without beginning a step
+  // is stuck inside one (sim_watchdog.hpp).
+  std::chrono::milliseconds spin_limit = default_spin_limit;
 };
 
 struct seed_result {
@@ -27,6 +36,11 @@ struct seed_result {
   unsigned attempts = 0;     // run_job calls (restarts after a failure count)
   std::uint64_t faults = 0;  // faults injected
   std::uint64_t output_lines = 0;
+  std::uint64_t max_process_steps = 0;  // the most steps one simulated process took (the reference too)
+  std::uint64_t longest_idle_run = 0;   // the most steps in a row without progress, in any process
+  unsigned stops = 0;                   // stop requests sent (scenario::stop)
+  unsigned stopped = 0;                 // job runs a stop ended (and the next one resumed)
+  unsigned drains = 0;                  // of those, the ones a drain ended (exit 0, job_result::stopped_at)
 };
 
 seed_result run_seed(const scenario& s, const seed_options& options);

@@ -2,6 +2,8 @@
 // `sluice simulate`: runs whole jobs on the deterministic simulator, seed after seed, and prints one
 // line per failure with the command that reproduces it, then a summary (docs/simulation.md).
 
+#include "sim_watchdog.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -21,6 +23,13 @@ struct simulate_options {
   std::uint64_t ring = 0;          // every executor's ring size, for every seed (0: each seed draws)
   std::uint64_t twice_every = 10;  // every N-th seed runs twice, to check determinism (0: never)
   std::uint64_t soak_minutes = 0;  // keep going past the last seed until this much time passed
+  std::string stop;                // every seed sends this stop (drain, now, drain-now, none); "": each draws
+  // Each simulated process's budgets (seed_options): more steps than this, or this many in a row
+  // without progress, is a hang.
+  std::uint64_t max_steps = simulate::default_step_limit;
+  std::uint64_t max_idle_steps = simulate::default_idle_step_limit;
+  // A process that uses this much CPU (or 30 times as much real time) without beginning a step is hung.
+  double spin_limit_seconds = std::chrono::duration<double>(simulate::default_spin_limit).count();
 };
 
 void add_simulate_options(CLI::App& command, simulate_options& options);

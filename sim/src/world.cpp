@@ -83,6 +83,13 @@ void world::run(std::span<runtime::executor* const> executors, bool (*done)(void
       if (options_.on_crash) options_.on_crash(*this);
       throw hang("the simulated process crashed, and nobody took the crash image");
     }
+    if (options_.alarm_at_step != 0 && steps_ >= options_.alarm_at_step) {
+      options_.alarm_at_step = 0;
+      note("alarm", 0, 0);
+      if (options_.on_alarm) options_.on_alarm(*this);
+    }
+    if (options_.published_steps != nullptr) options_.published_steps->store(steps_, std::memory_order_relaxed);
+    check_budgets(executors);
     if (now_ - start_ > options_.faults_for + options_.liveness_limit) {
       report_hang(fmt::format("the job did not finish within {} s of simulated time after the faults stopped\n{}",
                               std::chrono::duration_cast<std::chrono::seconds>(options_.liveness_limit).count(),
@@ -105,14 +112,17 @@ void world::run(std::span<runtime::executor* const> executors, bool (*done)(void
                     describe_waits(executors));
       }
       now_ = next;
+      idle_steps_ = 0;
       continue;
     }
     const std::size_t pick = random_.below(runnable.size() + ready_ops.size());
     if (pick < runnable.size()) {
       runtime::executor* ex = runnable[pick];
       note("turn", ex->id(), 0);
+      longest_idle_ = std::max(longest_idle_, ++idle_steps_);
       ex->turn(false);
     } else {
+      idle_steps_ = 0;
       // A completion only schedules its waiter (invariant 3): no resume from inside it.
       const bool outer = std::exchange(runtime::detail::dispatching, true);
       complete(ready_ops[pick - runnable.size()]);
@@ -120,6 +130,23 @@ void world::run(std::span<runtime::executor* const> executors, bool (*done)(void
     }
     now_ += std::chrono::nanoseconds(random_.between(100, 2000));
     ++steps_;
+  }
+}
+
+void world::check_budgets(std::span<runtime::executor* const> executors) {
+  if (options_.describe_at_step != 0 && steps_ >= options_.describe_at_step) {
+    report_hang(fmt::format("what everything waited for just before step {}:\n{}", steps_, describe_waits(executors)));
+  }
+  if (options_.step_limit != 0 && steps_ >= options_.step_limit) {
+    report_hang(fmt::format("the process took {} steps, its budget (at {:.3f} ms of simulated time), without "
+                            "finishing\n{}", steps_, std::chrono::duration<double, std::milli>(now_ - start_).count(),
+                            describe_waits(executors)));
+  }
+  if (options_.idle_step_limit != 0 && idle_steps_ >= options_.idle_step_limit) {
+    report_hang(fmt::format("{} steps in a row were turns of coroutines resuming one another: no operation "
+                            "completed and time never jumped to a timer (a busy loop; step {}, {:.3f} ms)\n{}",
+                            idle_steps_, steps_, std::chrono::duration<double, std::milli>(now_ - start_).count(),
+                            describe_waits(executors)));
   }
 }
 

@@ -35,7 +35,7 @@ world::clock::duration world::latency(const io_op& op) {
   }
   if (fault(options_.faults.slow_io)) {
     base += std::chrono::nanoseconds(random_.between(5'000'000, 80'000'000));
-    note("fault slow", static_cast<int>(op.code), op.fd);
+    note("fault slow", static_cast<int>(op.code), traced(op.fd));
   }
   return base;
 }
@@ -52,7 +52,7 @@ void world::submit(backend& b, io_op& op) {
     // later step (drain_backlogs), as with io_uring (runtime/admission.hpp).
     const bool room = b.admission_.has_room(op);
     if (!b.admission_.may_enter(op) || fault(options_.faults.ring_busy)) {
-      note(room ? "sq-busy" : "sq-full", static_cast<int>(op.code), op.fd);
+      note(room ? "sq-busy" : "sq-full", static_cast<int>(op.code), traced(op.fd));
       b.admission_.defer(op);
       return;
     }
@@ -90,7 +90,7 @@ bool world::cancel_in_backlog(backend& b, io_op& cancel_op) {
   for (backend* owner : backends_) {
     if (!owner->admission_.remove(cancel_op.target)) continue;
     --owner->in_world_;
-    note("cancel-backlogged", static_cast<int>(cancel_op.target->code), cancel_op.target->fd);
+    note("cancel-backlogged", static_cast<int>(cancel_op.target->code), traced(cancel_op.target->fd));
     owner->finish(*cancel_op.target, -ECANCELED);
     b.finish(cancel_op, 0);
     return true;
@@ -111,7 +111,7 @@ void world::cancel(backend& b, io_op& cancel_op) {
   if (it->op->code != op_code::timeout && !(it->op->internal) && can_complete(*it) &&
       fault(options_.faults.cancel_late)) {
     // The kernel had already run the target: it completes with its real result.
-    note("fault cancel-late", static_cast<int>(it->op->code), it->op->fd);
+    note("fault cancel-late", static_cast<int>(it->op->code), traced(it->op->fd));
     complete(index);
     b.finish(cancel_op, -EALREADY);
     return;
@@ -121,7 +121,7 @@ void world::cancel(backend& b, io_op& cancel_op) {
   pending_.erase(it);
   --owner.in_world_;
   owner.admission_.left(target);
-  note("cancel", static_cast<int>(target.code), target.fd);
+  note("cancel", static_cast<int>(target.code), traced(target.fd));
   // Either completion may come first.
   if (random_.coin()) {
     owner.finish(target, -ECANCELED);
@@ -183,7 +183,7 @@ void world::complete(std::size_t index) {
     if (p.op->path2 != nullptr) detail += std::string(" -> ") + p.op->path2;
   }
   const std::int32_t result = perform(*p.op);
-  note(runtime::to_string(p.op->code), p.op->fd, result, detail);
+  note(runtime::to_string(p.op->code), traced(p.op->fd), result, detail);
   p.owner->finish(*p.op, result);
 }
 

@@ -13,11 +13,6 @@
 
 namespace sluice::sim {
 
-namespace {
-// Simulated descriptors start here, far from the real ones the process has (eventfds, stdio).
-constexpr int first_descriptor = 1000;
-}  // namespace
-
 int world::add_descriptor(descriptor d) {
   int fd = first_descriptor;
   for (const auto& [used, entry] : fds_) {

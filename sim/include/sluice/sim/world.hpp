@@ -13,9 +13,9 @@
 // - At step `crash_at_step` (which the driver may move while the job runs), `on_crash` is called:
 //   the driver takes the disk's crash image and ends the process (nothing after that point may
 //   run, as after kill -9).
-// - A run that can no longer progress (nothing ready, no timer, no completion possible) or that goes
-//   on past `liveness_limit` after the faults stopped throws `hang`, with what every executor waits
-//   for.
+// - A run that can no longer progress (nothing ready, no timer, no completion possible), that goes
+//   on past `liveness_limit` after the faults stopped, or that exceeds a step budget (step_limit,
+//   idle_step_limit) throws `hang`, with what every executor waits for.
 // - Every decision is folded into `trace_hash()`; with `trace` set, it is also printed.
 
 #include <sluice/runtime/executor.hpp>
@@ -27,6 +27,7 @@
 #include <sluice/sim/network.hpp>
 #include <sluice/sim/random.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -60,7 +61,22 @@ struct world_options {
   // How long after the faults stopped the job may still run before it counts as hung.
   std::chrono::nanoseconds liveness_limit = std::chrono::seconds(600);
   std::uint64_t crash_at_step = 0;  // 0: never
+  // Budgets (0: none). A process that takes more than `step_limit` steps, or more than
+  // `idle_step_limit` steps in a row in which no operation completes and time never jumps to a
+  // timer (coroutines resuming one another and nothing else: a busy loop), is hung.
+  std::uint64_t step_limit = 0;
+  std::uint64_t idle_step_limit = 0;
+  // When not 0: report a hang just before step N runs, with what everything waits for (how a driver
+  // sees what went on before a step that never ended).
+  std::uint64_t describe_at_step = 0;
+  // When set, the step count is stored here as each step begins: shared memory, where a watchdog in
+  // another process sees a process spin inside one step (which no budget above can see).
+  std::atomic<std::uint64_t>* published_steps = nullptr;
   std::function<void(class world&)> on_crash;
+  // At step `alarm_at_step` (0: never; the driver may move it), `on_alarm` runs between two steps:
+  // where a driver does what the host would at a moment the seed chose (a SIGTERM's stop request).
+  std::uint64_t alarm_at_step = 0;
+  std::function<void(class world&)> on_alarm;
   // Called instead of throwing `hang` when set (a hang found inside a destructor cannot throw).
   std::function<void(class world&, const std::string& why)> on_hang;
   // How many ready coroutines an executor resumes per turn, at most (the engine's batch limit).
@@ -100,6 +116,8 @@ class world final : public runtime::simulation, public runtime::system {
   clock::time_point now() const noexcept { return now_; }
   std::chrono::nanoseconds elapsed() const noexcept { return now_ - start_; }
   std::uint64_t steps() const noexcept { return steps_; }
+  // The most steps in a row in which no operation completed and time did not jump (idle_step_limit).
+  std::uint64_t longest_idle_run() const noexcept { return longest_idle_; }
   std::uint64_t trace_hash() const noexcept { return hash_; }
   std::uint64_t faults_injected() const noexcept { return faults_injected_; }
   bool faults_active() const noexcept { return now_ - start_ < options_.faults_for; }
@@ -111,6 +129,8 @@ class world final : public runtime::simulation, public runtime::system {
   const world_options& options() const noexcept { return options_; }
   // Moves the crash to `step` (0: never), e.g. a few steps after something the driver saw happen.
   void crash_at_step(std::uint64_t step) noexcept { options_.crash_at_step = step; }
+  // Moves the alarm to `step` (0: never).
+  void alarm_at_step(std::uint64_t step) noexcept { options_.alarm_at_step = step; }
 
   // --- system (the synchronous calls) ---------------------------------------------------------
   int socket(int domain, int type, int protocol) noexcept override;
@@ -165,7 +185,15 @@ class world final : public runtime::simulation, public runtime::system {
     std::uint64_t seq = 0;
   };
 
+  // Simulated descriptors start here, far from the real ones the process has (eventfds, stdio).
+  static constexpr int first_descriptor = 1000;
+  // What the trace says of descriptor `fd`: the simulated machine's as it is, the host's (an
+  // executor's eventfd: its number depends on what else the process has open, e.g. --trace's
+  // stderr, not on the seed) as -2, so the trace hash is the seed's alone.
+  static std::int64_t traced(int fd) noexcept { return fd >= 0 && fd < first_descriptor ? -2 : fd; }
+
   [[noreturn]] void report_hang(const std::string& why);
+  void check_budgets(std::span<runtime::executor* const> executors);
 
   // world_ops.cpp: the asynchronous operations.
   void submit(backend& b, runtime::io_op& op);
@@ -197,6 +225,8 @@ class world final : public runtime::simulation, public runtime::system {
   clock::time_point start_;
   clock::time_point now_;
   std::uint64_t steps_ = 0;
+  std::uint64_t idle_steps_ = 0;  // turns since an operation completed or time jumped
+  std::uint64_t longest_idle_ = 0;
   std::uint64_t hash_ = 0xcbf29ce484222325ull;
   std::uint64_t seq_ = 0;
   std::uint64_t faults_injected_ = 0;
