@@ -6,8 +6,15 @@
 
 #include <fmt/core.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #if SLUICE_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
@@ -33,14 +40,33 @@ service_notify::service_notify() {
 #endif
 }
 
+// The notify protocol (sd_notify(3)) by hand, because libsystemd's sd_notify blocks while the
+// service manager's socket queue is full (a busy PID 1 reads late; a unix datagram queue holds 10):
+// a blocked notification would hold the job's end for ever. Sent without waiting instead; one that
+// does not fit is dropped and counted (the next STATUS= or WATCHDOG=1 says the same).
 void service_notify::send(const std::string& message) {
-#if SLUICE_HAVE_SYSTEMD
   if (!active_) return;
-  const int rc = sd_notify(0, message.c_str());
-  if (rc < 0) runtime::log::warn("sd_notify: {}", std::strerror(-rc));
-#else
-  (void)message;
-#endif
+  const char* path = std::getenv("NOTIFY_SOCKET");
+  if (path == nullptr || *path == '\0') return;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::size_t length = std::strlen(path);
+  if (length >= sizeof addr.sun_path) return;
+  std::memcpy(addr.sun_path, path, length);
+  if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // an abstract socket
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return;
+  const auto size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + length);
+  const ssize_t sent = ::sendto(fd, message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+                                reinterpret_cast<const sockaddr*>(&addr), size);
+  const int error = errno;
+  ::close(fd);
+  if (sent >= 0) return;
+  if (error == EAGAIN || error == EWOULDBLOCK) {
+    if (++dropped_ == 1) runtime::log::warn("sd_notify: the service manager's socket is full; notifications are dropped");
+    return;
+  }
+  runtime::log::warn("sd_notify: {}", std::strerror(error));
 }
 
 void service_notify::ready(std::optional<snapshot::checkpoint_id> resumed_from) {

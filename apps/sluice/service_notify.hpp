@@ -20,6 +20,7 @@
 #include <sluice/dataflow/job_runner.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -43,6 +44,7 @@ class service_notify {
   bool active_ = false;
   std::optional<std::chrono::microseconds> watchdog_;
   bool stopping_ = false;
+  std::uint64_t dropped_ = 0;  // notifications the full socket did not take
   std::chrono::steady_clock::time_point last_status_{};
   std::chrono::steady_clock::time_point last_ping_{};
 };

@@ -136,8 +136,8 @@ TEST_CASE("under systemd: READY=1, STATUS=, WATCHDOG=1, then SIGTERM drains (STO
 
 // A service manager that does not read its notification socket (a busy PID 1; a unix datagram
 // queue holds net.unix.max_dgram_qlen messages, 10 by default): the notifications wait on the job's
-// host thread, never on an executor, so the job runs to its end meanwhile. It exits once they are
-// read (sd_notify blocks until then).
+// host thread, never on an executor, and are sent without waiting (one that does not fit is dropped,
+// logged once), so the job runs to its end and exits meanwhile.
 TEST_CASE("a notification socket nobody reads never stalls the job") {
   service_fixture f;
   notify_socket sock(f.dir.file("notify.sock"));
@@ -151,15 +151,12 @@ TEST_CASE("a notification socket nobody reads never stalls the job") {
   }
   INFO("log:\n" << job.log());
   CHECK(published_lines(f.output) == expected);  // done while nothing was read
-  // Now read: the job's last notifications go out and it exits.
-  std::optional<int> code;
-  while (!code && std::chrono::steady_clock::now() < give_up) {
-    (void)sock.wait_for("no such message", 100ms);
-    code = job.wait(0ms);
-  }
+  // And it exits: a notification that does not fit is dropped, never waited for.
+  const std::optional<int> code = job.wait(60s);
   REQUIRE(code.has_value());
   CHECK(*code == 0);
-  CHECK(sock.seen().size() > 10);
+  CHECK(job.log().find("notifications are dropped") != std::string::npos);
+  CHECK(sock.wait_for("READY=1", 1s).find("READY=1") != std::string::npos);  // the queue kept the first
 }
 
 TEST_CASE("SIGINT stops at once (exit 130), --on-sigterm now makes SIGTERM do the same, and both resume exactly") {
