@@ -101,6 +101,8 @@ class tool_process {
 
 // The newest checkpoint under `dir` whose manifest is written (chk-<id>/_manifest, not empty); 0 if
 // none. Old checkpoints are removed as new ones complete, so ids, not directories, are counted.
+// Written is not committed: the bytes land before their fsync, and a commit that fails or is
+// cancelled takes its manifest back (with one checkpoint in flight, id N seen means N-1 committed).
 inline std::uint64_t newest_checkpoint(const std::string& dir) {
   std::uint64_t newest = 0;
   std::error_code ec;
