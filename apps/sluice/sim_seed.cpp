@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <optional>
 
 namespace sluice::apps::simulate {
 
@@ -155,6 +157,24 @@ void close_epoch(epoch_report& r, const sim::world& w) {
   r.faults = w.faults_injected();
 }
 
+// Whether the planted entry the job did not make (foreign_file) is gone or changed.
+std::optional<std::string> foreign_entry_touched(sim::world& w) {
+  const std::string path(foreign_file);
+  std::string text(foreign_text.size() + 1, '\0');
+  const int fd = w.open(path.c_str(), O_RDONLY, 0);
+  if (fd < 0) {
+    return fmt::format("'{}', in a chk-1 the job did not make, is gone: {} (retention removed what sluice did not "
+                       "write)",
+                       path, std::strerror(-fd));
+  }
+  const ssize_t n = w.pread(fd, text.data(), text.size(), 0);
+  (void)w.close(fd);
+  if (n != static_cast<ssize_t>(foreign_text.size()) || text.compare(0, foreign_text.size(), foreign_text) != 0) {
+    return fmt::format("'{}', in a chk-1 the job did not make, was changed", path);
+  }
+  return std::nullopt;
+}
+
 [[noreturn]] void run_epoch(const scenario& s, const sim::disk_image& image, const epoch_plan& plan, int report_fd) {
   epoch_report report;
   report.st = epoch_report::finished;
@@ -248,6 +268,10 @@ void close_epoch(epoch_report& r, const sim::world& w) {
     if (w.open_descriptors() != 0 || w.pending_operations() != 0) {
       fail(report, fmt::format("after the job (attempt {}, exit {}): {} descriptor(s) open and {} operation(s) "
                                "pending", report.attempts, r.exit_code, w.open_descriptors(), w.pending_operations()));
+      break;
+    }
+    if (std::optional<std::string> touched = plants_foreign_entry(s) ? foreign_entry_touched(w) : std::nullopt) {
+      fail(report, fmt::format("after the job (attempt {}, exit {}): {}", report.attempts, r.exit_code, *touched));
       break;
     }
     if (r.exit_code == 0) break;
