@@ -12,17 +12,26 @@
 namespace sluice::apps {
 
 void add_cluster_options(CLI::App& command, cluster_cli& o) {
-  command.add_option("--cluster", o.endpoint,
-                     "Run as one worker of a job across processes, coordinated through this etcd: http://HOST:PORT or "
-                     "unix:///PATH");
-  command.add_option("--job-name", o.job_name, "With --cluster: the job's name in etcd (the same for every worker)");
-  add_number_option(command, "--workers", o.workers, "With --cluster: how many workers run the job", 1, 256);
-  add_number_option(command, "--worker-index", o.index, "With --cluster: this worker's index, below --workers", 0, 255);
-  command.add_option("--listen", o.listen, "With --cluster: this worker's data port, HOST:PORT (bound to that address only)");
-  command.add_option("--advertise", o.advertise, "With --cluster: how the other workers reach the data port (default: --listen)");
-  command.add_option("--secret-file", o.secret_file,
-                     "With --cluster: a file holding the workers' shared secret (mode 0600): peers of the data port "
-                     "must prove they know it");
+  CLI::Option* cluster = command.add_option(
+      "--cluster", o.endpoint,
+      "Run as one worker of a job across processes, coordinated through this etcd: http://HOST:PORT or "
+      "unix:///PATH");
+  // The others mean nothing without it: a usage error ("--workers requires --cluster"), never ignored.
+  command.add_option("--job-name", o.job_name, "With --cluster: the job's name in etcd (the same for every worker)")
+      ->needs(cluster);
+  add_number_option(command, "--workers", o.workers, "With --cluster: how many workers run the job", 1, 256)
+      ->needs(cluster);
+  add_number_option(command, "--worker-index", o.index, "With --cluster: this worker's index, below --workers", 0, 255)
+      ->needs(cluster);
+  command.add_option("--listen", o.listen, "With --cluster: this worker's data port, HOST:PORT (bound to that address only)")
+      ->needs(cluster);
+  command.add_option("--advertise", o.advertise, "With --cluster: how the other workers reach the data port (default: --listen)")
+      ->needs(cluster);
+  command
+      .add_option("--secret-file", o.secret_file,
+                  "With --cluster: a file holding the workers' shared secret (mode 0600): peers of the data port "
+                  "must prove they know it")
+      ->needs(cluster);
 }
 
 std::variant<cluster::worker_options, std::string> worker_options_of(const cluster_cli& o) {

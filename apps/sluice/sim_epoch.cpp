@@ -11,11 +11,13 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <stop_token>
 
 namespace sluice::apps::simulate {
@@ -125,6 +127,24 @@ void close_epoch(epoch_report& r, const sim::world& w) {
   ::_exit(0);  // as after kill -9: no destructor, no flush, no frame resumed
 }
 
+// Whether the planted entry the job did not make (foreign_file) is gone or changed.
+std::optional<std::string> foreign_entry_touched(sim::world& w) {
+  const std::string path(foreign_file);
+  std::string text(foreign_text.size() + 1, '\0');
+  const int fd = w.open(path.c_str(), O_RDONLY, 0);
+  if (fd < 0) {
+    return fmt::format("'{}', in a chk-1 the job did not make, is gone: {} (retention removed what sluice did not "
+                       "write)",
+                       path, std::strerror(-fd));
+  }
+  const ssize_t n = w.pread(fd, text.data(), text.size(), 0);
+  (void)w.close(fd);
+  if (n != static_cast<ssize_t>(foreign_text.size()) || text.compare(0, foreign_text.size(), foreign_text) != 0) {
+    return fmt::format("'{}', in a chk-1 the job did not make, was changed", path);
+  }
+  return std::nullopt;
+}
+
 // The stop of one process: sent at a step (the world's alarm) to the attempt running then, through
 // the same job_settings::drain and ::stop tokens a host's SIGTERM handler would use.
 struct stopper {
@@ -179,6 +199,7 @@ struct process_state {
   epoch_report& report;
   stopper& stop;
   sim::world& w;
+  bool foreign_entry;  // the seed planted a chk-1 the job did not make (plants_foreign_entry)
   // The checkpoint the next attempt that resumes must resume from (or newer), and why.
   std::uint64_t resume_floor = 0;
   std::string resume_why;
@@ -218,6 +239,10 @@ struct process_state {
     if (w.open_descriptors() != 0 || w.pending_operations() != 0) {
       fail(report, fmt::format("after the job (attempt {}, exit {}): {} descriptor(s) open and {} operation(s) "
                                "pending", report.attempts, r.exit_code, w.open_descriptors(), w.pending_operations()));
+      return false;
+    }
+    if (std::optional<std::string> touched = foreign_entry ? foreign_entry_touched(w) : std::nullopt) {
+      fail(report, fmt::format("after the job (attempt {}, exit {}): {}", report.attempts, r.exit_code, *touched));
       return false;
     }
     return true;
@@ -318,7 +343,7 @@ sim::world_options world_options_for(const scenario& s, const epoch_plan& plan, 
   };
   wo.on_alarm = [&stop, &report](sim::world& w) { stop.send(w, report.attempts); };
   sim::world w(std::move(wo), image);
-  process_state state{plan, report, stop, w, plan.must_resume_from, "before the last crash"};
+  process_state state{plan, report, stop, w, plants_foreign_entry(s), plan.must_resume_from, "before the last crash"};
   std::uint64_t completed_here = 0;  // checkpoints this process saw complete, over its attempts
   sim::rng restore_random(plan.world_seed ^ 0x7e5703e5ull);  // the restore point's crash image
   std::uint64_t aborted_since = 0;  // checkpoints aborted since the last one completed

@@ -175,9 +175,12 @@ void force_stop(scenario& s, stop_kind kind) {
   s.stop = kind;
 }
 
+bool plants_foreign_entry(const scenario& s) { return sim::rng(s.seed ^ 0xf0e16f0e16ull).coin(); }
+
 sim::disk_image initial_image(const scenario& s) {
   sim::disk_image image;
   image.add_directory(std::string(sim_root));
+  if (plants_foreign_entry(s)) image.add_file(std::string(foreign_file), std::string(foreign_text));
   switch (s.job) {
     case job_kind::wordcount:
     case job_kind::window: {

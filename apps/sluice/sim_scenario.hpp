@@ -72,6 +72,13 @@ void force_stop(scenario& s, stop_kind kind);
 inline constexpr std::string_view sim_root = "/sim";
 inline constexpr std::string_view output_dir = "/sim/out";
 inline constexpr std::string_view checkpoint_dir = "/sim/checkpoints";
+// A directory named like a checkpoint that the job did not make, with a file in it: half the seeds
+// start with it (plants_foreign_entry), and it must be there, unchanged, after every run of the job
+// (retention removes only what sluice made).
+inline constexpr std::string_view foreign_file = "/sim/checkpoints/chk-1/not-sluice.txt";
+inline constexpr std::string_view foreign_text = "planted by the simulation: not sluice's\n";
+// Drawn from the seed on a stream of its own: the scenario's other draws are as without it.
+bool plants_foreign_entry(const scenario& s);
 
 // The disk at the start: the job's inputs, durable.
 sim::disk_image initial_image(const scenario& s);

@@ -8,6 +8,8 @@
 
 #include <sluice/io/file.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <system_error>
@@ -81,13 +83,32 @@ std::string_view word_corpus_generator::next_line() {
 
 namespace {
 
-// Writes line(n) for n in [0, lines), each followed by '\n', in 256 KiB writes; fsync; close.
+// All of `data` at `offset`, or at the descriptor's position for a stream (a pipe, a terminal: no
+// offsets there).
+runtime::task<io::result<void>> write_out(io::file* f, std::span<const char> data, std::uint64_t offset, bool stream) {
+  if (!stream) co_return co_await f->write_all(std::as_bytes(data), offset);
+  constexpr std::uint64_t at_position = ~std::uint64_t{0};
+  while (!data.empty()) {  // bound: each pass writes > 0 bytes or ends
+    auto n = co_await f->write_at(std::as_bytes(data), at_position);
+    if (!n) co_return std::move(n).error();
+    if (*n == 0) co_return io::error::from_code(io::errc::no_progress, "write '" + f->path() + "'");
+    data = data.subspan(*n);
+  }
+  co_return io::success();
+}
+
+// Writes line(n) for n in [0, lines), each followed by '\n', in 256 KiB writes; fsync; close. A
+// pipe, terminal or device (`--output /dev/stdout | ...`) is written in order and not fsynced (fsync
+// of one is EINVAL, and there is nothing to make durable).
 template <class Line>
 runtime::task<io::result<std::uint64_t>> write_generated(std::string path, std::uint64_t lines, Line line) {
   constexpr std::size_t buffer_bytes = 256 * 1024;
   auto opened = co_await io::file::open(path, io::open_options::create_or_truncate());
   if (!opened) co_return std::move(opened).error();
   io::file f = std::move(opened).value();
+  auto status = co_await f.status();
+  if (!status) co_return std::move(status).error();
+  const bool regular = S_ISREG(status->mode);
   std::vector<char> buffer;
   buffer.reserve(buffer_bytes + 1024);
   std::uint64_t written_bytes = 0;
@@ -96,14 +117,16 @@ runtime::task<io::result<std::uint64_t>> write_generated(std::string path, std::
     buffer.insert(buffer.end(), text.begin(), text.end());
     buffer.push_back('\n');
     if (buffer.size() >= buffer_bytes || n + 1 == lines) {
-      auto written = co_await f.write_all(std::as_bytes(std::span<const char>(buffer)), written_bytes);
+      auto written = co_await write_out(&f, std::span<const char>(buffer), written_bytes, !regular);
       if (!written) co_return std::move(written).error();
       written_bytes += buffer.size();
       buffer.clear();
     }
   }
-  auto synced = co_await f.fsync();
-  if (!synced) co_return std::move(synced).error();
+  if (regular) {
+    auto synced = co_await f.fsync();
+    if (!synced) co_return std::move(synced).error();
+  }
   auto closed = co_await f.close();
   if (!closed) co_return std::move(closed).error();
   co_return written_bytes;

@@ -36,6 +36,13 @@ io::error refused(std::string message) {
 // `dir` made (with its parents) and resolved to an absolute path without symlinks.
 io::result<std::string> make_and_resolve(const std::string& dir, std::string_view what) {
   if (const int rc = io::make_directories_blocking(dir); rc < 0) {
+    if (std::optional<std::string> dangling = io::dangling_symlink_blocking(dir)) {
+      // (mkdir's own word for it is "File exists")
+      return io::error(std::error_code(-rc, std::system_category()),
+                       fmt::format("create {} '{}': {} (its target does not exist); create the target or remove the "
+                                   "link",
+                                   what, dir, *dangling));
+    }
     return io::error::from_errno(-rc, fmt::format("create {} '{}'", what, dir));
   }
   std::string resolved;
@@ -43,6 +50,65 @@ io::result<std::string> make_and_resolve(const std::string& dir, std::string_vie
     return io::error::from_errno(-rc, fmt::format("resolve {} '{}'", what, dir));
   }
   return resolved;
+}
+
+// `dir` as it will resolve once made: the realpath of its deepest existing ancestor, then the rest
+// of it (lexically: ".." takes a component back). Nothing is made.
+io::result<std::string> resolve_to_be(const std::string& dir, std::string_view what) {
+  std::string at = io::absolute_path(dir);
+  std::vector<std::string> rest;  // the components not there yet, innermost first
+  for (std::size_t depth = 0;; ++depth) {
+    std::string resolved;
+    const int rc = runtime::sys().realpath(at.c_str(), resolved);
+    if (rc == 0) {
+      for (auto it = rest.rbegin(); it != rest.rend(); ++it) {
+        if (*it == "..") {
+          const std::size_t slash = resolved.rfind('/');
+          resolved.resize(slash == 0 || slash == std::string::npos ? 1 : slash);
+        } else if (*it != "." && !it->empty()) {
+          resolved += resolved.back() == '/' ? *it : "/" + *it;
+        }
+      }
+      return resolved;
+    }
+    const std::size_t slash = at.rfind('/');
+    if ((rc != -ENOENT && rc != -ENOTDIR) || slash == std::string::npos || at == "/" || depth > 4096) {
+      return io::error::from_errno(-rc, fmt::format("resolve {} '{}'", what, dir));
+    }
+    rest.push_back(at.substr(slash + 1));
+    at = slash == 0 ? std::string("/") : at.substr(0, slash);
+  }
+}
+
+// Whether `inner` is `outer` or below it (both resolved).
+bool is_within(const std::string& inner, const std::string& outer) {
+  if (inner == outer) return true;
+  const std::string prefix = outer == "/" ? outer : outer + "/";
+  return inner.starts_with(prefix);
+}
+
+// An output directory inside the checkpoint directory (retention and recovery read chk-<id> names
+// there), or the checkpoint directory inside an output directory (a fresh start clears what it
+// finds there): refused, naming both.
+io::result<void> refuse_nested(const std::string& checkpoint_dir, const std::vector<std::string>& output_dirs) {
+  auto checkpoint = resolve_to_be(checkpoint_dir, "checkpoint directory");
+  if (!checkpoint) return std::move(checkpoint).error();
+  for (const std::string& dir : output_dirs) {
+    auto output = resolve_to_be(dir, "output directory");
+    if (!output) return std::move(output).error();
+    if (*output == *checkpoint) continue;  // refused in lock_outputs, with its own message
+    if (is_within(*output, *checkpoint)) {
+      return refused(fmt::format("output directory '{}' ('{}') is inside checkpoint directory '{}' ('{}'); give each "
+                                 "a directory of its own, neither inside the other",
+                                 dir, *output, checkpoint_dir, *checkpoint));
+    }
+    if (is_within(*checkpoint, *output)) {
+      return refused(fmt::format("checkpoint directory '{}' ('{}') is inside output directory '{}' ('{}'); give each "
+                                 "a directory of its own, neither inside the other",
+                                 checkpoint_dir, *checkpoint, dir, *output));
+    }
+  }
+  return io::success();
 }
 
 // The marker's text, or nothing if there is no marker.
@@ -93,6 +159,7 @@ io::result<void> write_marker(const std::string& dir, const std::string& temp_na
 io::result<job_directories> job_directories::lock(std::string job_name, const std::string& checkpoint_dir,
                                                   const std::vector<std::string>& output_dirs,
                                                   std::optional<unsigned> worker) {
+  if (auto nested = refuse_nested(checkpoint_dir, output_dirs); !nested) return std::move(nested).error();
   auto checkpoint_path = make_and_resolve(checkpoint_dir, "checkpoint directory");
   if (!checkpoint_path) return std::move(checkpoint_path).error();
   const std::string suffix = worker ? fmt::format(".worker-{}", *worker) : std::string();

@@ -4,6 +4,8 @@
 
 #include <sluice/runtime/system.hpp>
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -108,6 +110,24 @@ int fsync_directory_blocking(const std::string& dir) {
 bool is_directory_blocking(const std::string& path) {
   struct stat st {};
   return runtime::sys().stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::optional<std::string> dangling_symlink_blocking(const std::string& path) {
+  runtime::system& os = runtime::sys();
+  // Each prefix of `path`, outermost first: the first dangling link is the cause.
+  std::string at = without_trailing_slashes(path);
+  std::vector<std::string> prefixes;
+  for (; !at.empty() && prefixes.size() < max_path_depth; at = parent_of(at)) prefixes.push_back(at);
+  for (auto it = prefixes.rbegin(); it != prefixes.rend(); ++it) {
+    struct stat st {};
+    if (os.lstat(it->c_str(), &st) != 0) return std::nullopt;  // missing: nothing beyond it exists
+    if (!S_ISLNK(st.st_mode)) continue;
+    if (os.stat(it->c_str(), &st) != -ENOENT) continue;  // a link to something that exists
+    std::string target;
+    if (os.readlink(it->c_str(), target) != 0) return fmt::format("'{}' is a dangling symbolic link", *it);
+    return fmt::format("'{}' is a dangling symbolic link to '{}'", *it, target);
+  }
+  return std::nullopt;
 }
 
 int read_file_blocking(const std::string& path, std::string& text, std::size_t max_bytes) {

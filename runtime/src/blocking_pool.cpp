@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -73,13 +74,20 @@ void blocking_pool::submit(detail::blocking_job* job) {
   job->next_job = nullptr;
   std::lock_guard lock(state_->mutex);
   state_->stopping = false;
+  if (state_->idle == 0 && state_->threads.size() < state_->max_threads) {
+    // Before the job is queued: a thread that cannot start (no address space for its stack, the
+    // thread limit) fails this submit with the reason, unless another thread will run the job.
+    try {
+      state_->threads.emplace_back([s = state_] { s->thread_main(); });
+    } catch (const std::system_error& e) {
+      if (state_->threads.empty()) {
+        throw detail::described_error(e.code(), detail::thread_start_failure("a blocking-work thread", e.code().value()));
+      }
+    }
+  }
   if (state_->tail != nullptr) state_->tail->next_job = job; else state_->head = job;
   state_->tail = job;
-  if (state_->idle > 0) {
-    state_->wake.notify_one();
-  } else if (state_->threads.size() < state_->max_threads) {
-    state_->threads.emplace_back([s = state_] { s->thread_main(); });
-  }
+  if (state_->idle > 0) state_->wake.notify_one();
 }
 
 void blocking_pool::shutdown() noexcept {

@@ -60,6 +60,18 @@ class host final : public system {
   }
 
   int stat(const char* path, struct stat* st) noexcept override { return rc_of(::stat(path, st)); }
+  int lstat(const char* path, struct stat* st) noexcept override { return rc_of(::lstat(path, st)); }
+  int readlink(const char* path, std::string& target) noexcept override {
+    char buf[PATH_MAX];
+    const ssize_t n = ::readlink(path, buf, sizeof buf);
+    if (n < 0) return -errno;
+    try {
+      target.assign(buf, static_cast<std::size_t>(n));
+    } catch (...) {
+      return -ENOMEM;
+    }
+    return 0;
+  }
   int mkdir(const char* path, mode_t mode) noexcept override { return rc_of(::mkdir(path, mode)); }
   int unlink(const char* path) noexcept override { return rc_of(::unlink(path)); }
   int rmdir(const char* path) noexcept override { return rc_of(::rmdir(path)); }

@@ -30,6 +30,7 @@
 #include <liburing.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,6 +40,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 namespace sluice::runtime {
@@ -77,9 +79,20 @@ std::string read_sysctl(const char* path) {
   return value;
 }
 
+// A std::system_error whose what() is the description alone: that already names the errno and its
+// text, which std::system_error would append a second time.
+class uring_unavailable final : public std::system_error {
+ public:
+  uring_unavailable(int err, std::string message)
+      : std::system_error(err, std::generic_category()), message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
 [[noreturn]] void throw_unavailable(int err) {
-  throw std::system_error(err, std::generic_category(),
-                          detail::describe_uring_setup_failure(err, read_sysctl("/proc/sys/kernel/io_uring_disabled")));
+  throw uring_unavailable(err, detail::describe_uring_setup_failure(err, read_sysctl("/proc/sys/kernel/io_uring_disabled")));
 }
 
 class uring_backend final : public io_backend {
@@ -306,7 +319,49 @@ class uring_backend final : public io_backend {
 
 }  // namespace
 
+namespace {
+
+// Whether `release` ("6.18.4-1-amd64") is at least major.minor; false when it does not parse.
+bool release_at_least(const std::string& release, int major, int minor) {
+  int got_major = 0, got_minor = 0;
+  if (std::sscanf(release.c_str(), "%d.%d", &got_major, &got_minor) != 2) return false;
+  return got_major > major || (got_major == major && got_minor >= minor);
+}
+
+std::string this_kernel_release() {
+  utsname u{};
+  return ::uname(&u) == 0 ? std::string(u.release) : std::string();
+}
+
+constexpr std::string_view seccomp_fix =
+    "Fix: run with a profile that allows io_uring_setup, io_uring_enter and io_uring_register "
+    "(docker: --security-opt seccomp=<profile allowing them>).";
+
+// ENOSYS: which of "no io_uring here" and "a filter says so" it is.
+std::string describe_enosys(const std::string& disabled, const std::string& release) {
+  if (!disabled.empty()) {
+    // The sysctl exists only where io_uring is built in: the ENOSYS came from a filter.
+    return fmt::format("The kernel has io_uring (kernel.io_uring_disabled is {}), so a seccomp filter or a container "
+                       "profile denies it, answering ENOSYS. {}",
+                       disabled, seccomp_fix);
+  }
+  if (release_at_least(release, 5, 1)) {
+    return fmt::format("Linux {} has io_uring_setup (since 5.1), so a seccomp filter or a container profile probably "
+                       "denies it, answering ENOSYS; or this kernel was built without CONFIG_IO_URING. {} Or use a "
+                       "kernel built with CONFIG_IO_URING=y.",
+                       release, seccomp_fix);
+  }
+  return fmt::format("The kernel{} lacks io_uring. Fix: run on Linux 6.1 or newer built with CONFIG_IO_URING=y.",
+                     release.empty() ? std::string() : " (Linux " + release + ")");
+}
+
+}  // namespace
+
 std::string detail::describe_uring_setup_failure(int err, const std::string& disabled) {
+  return describe_uring_setup_failure(err, disabled, this_kernel_release());
+}
+
+std::string detail::describe_uring_setup_failure(int err, const std::string& disabled, const std::string& release) {
   std::string why;
   if (err == EPERM || err == ENOSYS) {
     why = fmt::format("io_uring is unavailable: io_uring_setup failed with {} ({}). ", err == EPERM ? "EPERM" : "ENOSYS",
@@ -317,11 +372,9 @@ std::string detail::describe_uring_setup_failure(int err, const std::string& dis
           "(or set it to 1 and add this user to the group in kernel.io_uring_group).",
           disabled);
     } else if (err == ENOSYS) {
-      why += "The kernel lacks io_uring. Fix: run on Linux 6.1 or newer built with CONFIG_IO_URING=y.";
+      why += describe_enosys(disabled, release);
     } else {
-      why += "A seccomp profile (e.g. a container runtime's default) probably blocks it. Fix: run with a "
-             "profile that allows io_uring_setup, io_uring_enter and io_uring_register "
-             "(docker: --security-opt seccomp=<profile allowing them>).";
+      why += fmt::format("A seccomp profile (e.g. a container runtime's default) probably blocks it. {}", seccomp_fix);
     }
   } else if (err == ENOMEM) {
     why = "io_uring_setup failed with ENOMEM: the ring could not be allocated. Fix: raise RLIMIT_MEMLOCK "

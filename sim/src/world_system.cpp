@@ -263,6 +263,14 @@ int world::stat(const char* path, struct stat* st) noexcept {
   return 0;
 }
 
+int world::lstat(const char* path, struct stat* st) noexcept { return stat(path, st); }
+
+int world::readlink(const char* path, std::string& /*target*/) noexcept {
+  struct stat st {};
+  const int rc = stat(path, &st);
+  return rc < 0 ? rc : -EINVAL;  // every entry exists as itself: none is a symlink
+}
+
 int world::mkdir(const char* path, mode_t /*mode*/) noexcept {
   std::string p;
   if (!absolute(AT_FDCWD, path, p)) return -EINVAL;

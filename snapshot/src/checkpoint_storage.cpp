@@ -1,5 +1,5 @@
-// Checkpoint storage (see checkpoint_storage.hpp): the commit protocol, validation and recovery
-// selection. Retention lives in retention.cpp.
+// Checkpoint storage (see checkpoint_storage.hpp): the commit protocol and validation. Listing and
+// recovery's choice live in checkpoint_listing.cpp, retention in retention.cpp.
 
 #include <sluice/io/file.hpp>
 #include <sluice/io/fs.hpp>
@@ -138,56 +138,6 @@ std::string checkpoint_storage::label(checkpoint_id id, std::string_view name) c
   return fmt::format("chk-{}/{}", id, name);
 }
 
-std::optional<checkpoint_id> checkpoint_storage::parse_dir_name(std::string_view text) noexcept {
-  if (!text.starts_with("chk-")) return std::nullopt;
-  const auto id = parse_id(text.substr(4));
-  if (!id || *id > max_checkpoint_id) return std::nullopt;
-  return id;
-}
-
-std::optional<std::string> checkpoint_storage::bad_dir_name_reason(std::string_view text) {
-  if (!text.starts_with("chk-") || parse_dir_name(text)) return std::nullopt;
-  const std::string_view digits = text.substr(4);
-  const bool decimal = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!decimal) return std::string("the id is not a decimal number");
-  if (digits == "0") return std::string("checkpoint id 0 means \"no checkpoint\"");
-  if (digits[0] == '0') return std::string("the id has a leading zero");
-  // Decimal, no leading zero, not valid: above the bound (or above 2^64).
-  return fmt::format("checkpoint id {} is above the largest valid id {} (2^62)", digits, max_checkpoint_id);
-}
-
-runtime::task<io::result<checkpoint_storage::listing>> checkpoint_storage::scan() const {
-  auto names = co_await io::list_directory(root_);  // readdir, off the executor
-  if (!names) {
-    if (is_enoent(names.error())) co_return listing{};  // nothing was ever stored
-    co_return std::move(names).error();
-  }
-  listing out;
-  for (const auto& name : *names) {
-    if (auto id = parse_dir_name(name)) {
-      out.ids.push_back(*id);
-    } else if (auto why = bad_dir_name_reason(name)) {
-      checkpoint_info info;
-      info.name = name;
-      info.path = fmt::format("{}/{}", root_, name);
-      info.fault = make_error_code(storage_errc::bad_name);
-      info.reason = fmt::format("{}: not a checkpoint: {}; ignored: never resumed from, never removed, never the "
-                                "base of the next id",
-                                name, *why);
-      out.ignored.push_back(std::move(info));
-    }
-  }
-  std::sort(out.ids.begin(), out.ids.end());
-  std::sort(out.ignored.begin(), out.ignored.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  co_return out;
-}
-
-runtime::task<io::result<std::vector<checkpoint_id>>> checkpoint_storage::list_ids() const {
-  auto scanned = co_await scan();
-  if (!scanned) co_return std::move(scanned).error();
-  co_return std::move(scanned->ids);
-}
-
 runtime::task<io::result<void>> checkpoint_storage::create_checkpoint_dir(checkpoint_id id) {
   assert(id != no_checkpoint);
   if (id > max_checkpoint_id) {
@@ -197,10 +147,16 @@ runtime::task<io::result<void>> checkpoint_storage::create_checkpoint_dir(checkp
                                     id, max_checkpoint_id));
   }
   auto made = co_await io::make_directory(checkpoint_dir(id));
-  if (made || !is_enoent(made.error())) co_return made;
-  auto root_made = co_await io::make_directory(root_);  // the first checkpoint under a new root
-  if (!root_made && root_made.error().code() != std::errc::file_exists) co_return root_made;
-  co_return co_await io::make_directory(checkpoint_dir(id));
+  if (!made && is_enoent(made.error())) {
+    auto root_made = co_await io::make_directory(root_);  // the first checkpoint under a new root
+    if (!root_made && root_made.error().code() != std::errc::file_exists) co_return root_made;
+    made = co_await io::make_directory(checkpoint_dir(id));
+  }
+  if (!made) co_return made;
+  // The marker, before anything else is put in it: retention removes no uncommitted chk-<id>
+  // without it. It becomes durable with the directory's other names (prepare_checkpoint, or the
+  // commit's full path), and a crash keeps no name of chk-<id>/ made after it without keeping it.
+  co_return co_await ensure_exists(fmt::format("{}/{}", checkpoint_dir(id), checkpoint_marker_file_name));
 }
 
 runtime::task<io::result<manifest_file>> checkpoint_storage::describe_state_file(checkpoint_id id, task_id task) {
@@ -444,64 +400,6 @@ runtime::task<io::result<loaded_checkpoint>> checkpoint_storage::load(checkpoint
   if (!checked) co_return std::move(checked).error();
   loaded.manifest = std::move(checked).value();
   co_return loaded;
-}
-
-runtime::task<io::result<std::vector<checkpoint_info>>> checkpoint_storage::list() {
-  auto scanned = co_await scan();
-  if (!scanned) co_return std::move(scanned).error();
-  std::vector<checkpoint_info> infos = std::move(scanned->ignored);  // id 0: first in ascending order
-  for (const checkpoint_id id : scanned->ids) infos.push_back(co_await validate(id));
-  co_return infos;
-}
-
-runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std::map<checkpoint_id, std::string> rejected,
-                                                                       checkpoint_id newest_allowed) {
-  auto scanned = co_await scan();
-  if (!scanned) co_return std::move(scanned).error();
-  recovery_choice choice;
-  for (auto& info : scanned->ignored) {
-    runtime::log::warn("recovery: ignoring '{}' ({}): {}", info.path, fault_name(info.fault), info.reason);
-    choice.ignored.push_back(std::move(info));
-  }
-  const std::vector<checkpoint_id>* ids = &scanned->ids;
-  for (auto it = ids->rbegin(); it != ids->rend(); ++it) {
-    if (*it > newest_allowed) {
-      checkpoint_info beyond;
-      beyond.id = *it;
-      beyond.path = fmt::format("{}/chk-{}", root_, *it);
-      beyond.fault = make_error_code(storage_errc::unrestorable);
-      beyond.reason = fmt::format("newer than the job's latest completed checkpoint {}: it never completed", newest_allowed);
-      runtime::log::info("recovery: skipping checkpoint {}: {}", beyond.id, beyond.reason);
-      choice.skipped.push_back(std::move(beyond));
-      continue;
-    }
-    checkpoint_info info = co_await validate(*it);
-    if (auto r = rejected.find(*it); info.valid && r != rejected.end()) {
-      info.valid = false;
-      info.fault = make_error_code(storage_errc::unrestorable);
-      info.reason = r->second;
-    }
-    if (info.valid) {
-      runtime::log::info("recovery: checkpoint {} validates end to end ({} tasks)", info.id, info.tasks);
-      choice.chosen = std::move(info);
-      break;
-    }
-    if (info.fault && info.fault.category() != storage_category()) {
-      // The checkpoint could not be read (EIO, EMFILE, ...), which says nothing about its content:
-      // falling back to an older one would silently throw away committed work. Fail instead; a
-      // retry reads it again. (The simulation found recovery skipping a good checkpoint on one
-      // injected EIO.)
-      co_return io::error(info.fault, fmt::format("recovery: checkpoint {} could not be read, so no older one is "
-                                                  "tried (remove '{}' to resume from an older one): {}",
-                                                  info.id, info.path, info.reason));
-    }
-    runtime::log::warn("recovery: skipping checkpoint {} ({}): {}", info.id, fault_name(info.fault), info.reason);
-    choice.skipped.push_back(std::move(info));
-  }
-  if (!choice.chosen && !ids->empty()) {
-    runtime::log::warn("recovery: none of the {} checkpoints under '{}' is valid", ids->size(), root_);
-  }
-  co_return choice;
 }
 
 }  // namespace sluice::snapshot

@@ -21,8 +21,10 @@ runtime::task<io::result<recovery_plan>> plan(checkpoint_storage* storage, std::
   if (!choice) co_return std::move(choice).error();
 
   recovery_plan out;
-  // Only ids that parse (1..max_checkpoint_id) count: a bad name is in choice->ignored, never here.
+  // Only ids that parse (1..max_checkpoint_id) count: a bad name is ignored with id 0. A chk-<id>
+  // that is not a directory (a symlink) is ignored too, but its id is taken: it cannot be made.
   checkpoint_id highest = no_checkpoint;
+  for (const auto& info : choice->ignored) highest = std::max(highest, info.id);
   for (const auto& info : choice->skipped) highest = std::max(highest, info.id);
   if (choice->chosen) highest = std::max(highest, choice->chosen->id);
   assert(highest <= max_checkpoint_id);

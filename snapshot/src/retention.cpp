@@ -11,13 +11,21 @@
 //   - uncommitted, newer: kept (its writer may still be running); - `in_progress`: never touched.
 // At start (at_start: no writer runs yet), every uncommitted directory but the newest of all goes,
 // so a job whose checkpoints keep failing (a full disk) does not pile them up across restarts.
+// "Removed" applies only to what sluice made (committed, or carrying the marker that
+// create_checkpoint_dir puts in first); any other chk-<id> directory is left alone, with one warning
+// (later passes of the same storage object skip it unread), or rmdir'ed if empty. A symlink named chk-<id> never reaches a pass
+// (scan() sets it aside), and a removal holds the directory open with O_NOFOLLOW and unlinks
+// relative to it, so a symlink swapped in meanwhile is not followed either.
 
+#include <sluice/io/directory.hpp>
 #include <sluice/io/file.hpp>
 #include <sluice/io/fs.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
 
 #include <fmt/format.h>
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -28,46 +36,99 @@ namespace {
 
 bool is_enoent(const io::error& e) noexcept { return e.code() == std::errc::no_such_file_or_directory; }
 
-// Unlinks `dir`/`name` for each name, `_manifest` first; a file already gone is fine.
-runtime::task<io::result<void>> remove_files(std::string dir, std::vector<std::string> names) {
+io::error not_ours(const std::string& dir) {
+  return io::error(make_error_code(storage_errc::not_owned),
+                   fmt::format("'{}' is not removed: it holds no {} marker and no committed manifest, so sluice did "
+                               "not make it (or made it before markers existed); remove it by hand if nothing in it "
+                               "is needed",
+                               dir, checkpoint_marker_file_name));
+}
+
+// Unlinks each name in `dir` (relative to its descriptor: never through a symlink), `_manifest`
+// first; a file already gone is fine.
+runtime::task<io::result<void>> remove_files(io::directory* dir, std::vector<std::string> names) {
   std::stable_partition(names.begin(), names.end(), [](const std::string& n) { return n == manifest_file_name; });
   for (const auto& name : names) {
-    auto removed = co_await io::remove(fmt::format("{}/{}", dir, name));
+    auto removed = co_await dir->remove(name);
     if (!removed && !is_enoent(removed.error())) co_return removed;
   }
   co_return io::success();
 }
 
+// Whether `dir` carries sluice's marker: a regular file, not a symlink named like it.
+runtime::task<io::result<bool>> is_marked(const io::directory* dir) {
+  auto marker = co_await dir->entry_status(std::string(checkpoint_marker_file_name));
+  if (marker) co_return S_ISREG(marker->mode);
+  if (is_enoent(marker.error())) co_return false;
+  co_return std::move(marker).error();
+}
+
+// What is in `dir` (opened as `held`) goes: the names known first, then, if the rmdir finds more, a
+// listing. Nothing below `dir` is followed: each unlink is relative to `held`, and a subdirectory
+// (which sluice never makes) fails the removal.
+runtime::task<io::result<void>> empty_and_remove(io::directory* held, std::vector<std::string> known) {
+  const std::string dir = held->path();
+  if (!known.empty()) {
+    auto removed = co_await remove_files(held, std::move(known));
+    if (!removed) co_return removed;
+    auto gone = co_await io::remove_directory(dir);
+    if (gone || gone.error().code() != std::errc::directory_not_empty) co_return gone;
+    runtime::log::debug("retention: '{}' holds files its manifest does not list; listing it", dir);
+  }
+  // (A listing by path: should the path name something else by now, what is unlinked is still only
+  // in `held`.)
+  auto listed = co_await io::list_directory(dir);  // readdir, off the executor
+  if (!listed) co_return std::move(listed).error();
+  auto removed = co_await remove_files(held, std::move(listed).value());
+  if (!removed) co_return removed;
+  co_return co_await io::remove_directory(dir);  // rmdir(2) never follows a symlink
+}
+
 }  // namespace
 
 runtime::task<io::result<void>> checkpoint_storage::discard_unused(checkpoint_id id, std::vector<task_id> tasks) {
-  // As a manifest would list them: remove_checkpoint_dir unlinks these and `_manifest` by name.
-  checkpoint_manifest names;
-  names.checkpoint = id;
-  for (const task_id task : tasks) names.files.push_back({.name = state_file_name(task)});
-  auto removed = co_await remove_checkpoint_dir(id, std::move(names));
+  std::vector<std::string> names;
+  for (const task_id task : tasks) names.push_back(state_file_name(task));
+  auto removed = co_await remove_checkpoint_dir(id, std::nullopt, std::move(names));
   if (!removed && is_enoent(removed.error())) co_return io::success();
   co_return removed;
 }
 
 runtime::task<io::result<void>> checkpoint_storage::remove_checkpoint_dir(checkpoint_id id,
-                                                                          std::optional<checkpoint_manifest> manifest) {
-  const std::string dir = checkpoint_dir(id);
-  if (manifest) {
-    // Every file is known from the manifest: no listing needed unless something else is in there.
-    std::vector<std::string> names{std::string(manifest_file_name), std::string(manifest_temp_file_name)};
-    for (const auto& f : manifest->files) names.push_back(f.name);
-    auto removed = co_await remove_files(dir, std::move(names));
-    if (!removed) co_return removed;
-    auto gone = co_await io::remove_directory(dir);
-    if (gone || gone.error().code() != std::errc::directory_not_empty) co_return gone;
-    runtime::log::debug("retention: chk-{} holds files its manifest does not list; listing it", id);
+                                                                          std::optional<checkpoint_manifest> manifest,
+                                                                          std::vector<std::string> known) {
+  const std::string path = checkpoint_dir(id);
+  auto opened = co_await io::directory::open_no_follow(path);  // a symlink is refused here
+  if (!opened) co_return std::move(opened).error();
+  io::directory dir = std::move(opened).value();
+  // Sluice's own: committed (a manifest that decodes), or marked when it was made.
+  std::optional<io::error> failed;
+  bool owned = manifest.has_value();
+  if (!owned) {
+    auto marked = co_await is_marked(&dir);
+    if (!marked) failed = std::move(marked).error(); else owned = *marked;
   }
-  auto listed = co_await io::list_directory(dir);  // readdir, off the executor
-  if (!listed) co_return std::move(listed).error();
-  auto removed = co_await remove_files(dir, std::move(listed).value());
-  if (!removed) co_return removed;
-  co_return co_await io::remove_directory(dir);
+  if (!failed && !owned) {
+    // An empty one holds nothing anyone wrote (a crash between its mkdir and its marker leaves it
+    // so): rmdir removes it only if empty, and never follows a symlink.
+    auto gone = co_await io::remove_directory(path);
+    if (!gone) failed = gone.error().code() == std::errc::directory_not_empty ? not_ours(path) : gone.error();
+  }
+  if (!failed && owned) {
+    if (manifest) {
+      for (const auto& f : manifest->files) known.push_back(f.name);
+    }
+    if (!known.empty()) {
+      known.insert(known.end(), {std::string(manifest_file_name), std::string(manifest_temp_file_name),
+                                 std::string(checkpoint_marker_file_name)});
+    }
+    auto removed = co_await empty_and_remove(&dir, std::move(known));
+    if (!removed) failed = std::move(removed).error();
+  }
+  auto closed = co_await dir.close();
+  (void)closed;  // a read-only descriptor: nothing to lose
+  if (failed) co_return std::move(*failed);
+  co_return io::success();
 }
 
 runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoint_id in_progress, bool at_start) {
@@ -78,7 +139,12 @@ runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoin
   // The in-progress one is read too: once committed it counts toward K (it is never removed).
   std::map<checkpoint_id, checkpoint_manifest> committed;
   std::vector<checkpoint_id> uncommitted;
+  retention_report report;
   for (const checkpoint_id id : *ids) {
+    if (not_ours_.contains(id)) {  // found not sluice's by an earlier pass: not looked at again
+      report.left_alone.push_back(id);
+      continue;
+    }
     auto manifest = co_await read_manifest(id);
     if (manifest) {
       committed.emplace(id, std::move(manifest).value());
@@ -90,7 +156,6 @@ runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoin
   for (const auto& entry : committed) newest_first.push_back(entry.first);
   std::reverse(newest_first.begin(), newest_first.end());
 
-  retention_report report;
   std::vector<checkpoint_id> doomed;
   for (std::size_t i = 0; i < newest_first.size(); ++i) {
     if (i < options_.retained_checkpoints) {
@@ -116,15 +181,20 @@ runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoin
   for (const checkpoint_id id : doomed) {
     std::optional<checkpoint_manifest> manifest;
     if (auto it = committed.find(id); it != committed.end()) manifest = std::move(it->second);
-    auto removed = co_await remove_checkpoint_dir(id, std::move(manifest));
+    auto removed = co_await remove_checkpoint_dir(id, std::move(manifest), {});
     if (removed) {
       durable_names_.erase(id);
       report.removed.push_back(id);
+    } else if (removed.error().code() == storage_errc::not_owned) {
+      report.left_alone.push_back(id);
+      not_ours_.insert(id);
+      runtime::log::warn("retention: {}", removed.error().message());  // once: later passes skip it
     } else {
       runtime::log::warn("retention: could not remove chk-{}: {}", id, removed.error().message());
       report.failures.push_back(removed.error().message());
     }
   }
+  std::sort(report.left_alone.begin(), report.left_alone.end());
   co_return report;
 }
 

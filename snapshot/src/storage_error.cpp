@@ -17,6 +17,8 @@ std::string_view name_of(storage_errc e) noexcept {
     case storage_errc::bad_format: return "bad-format";
     case storage_errc::unrestorable: return "unrestorable";
     case storage_errc::bad_name: return "bad-name";
+    case storage_errc::not_a_directory: return "not-a-directory";
+    case storage_errc::not_owned: return "not-owned";
   }
   return "unknown";
 }

@@ -59,10 +59,11 @@ namespace {
 // default profile does), as the classic BPF program libseccomp exports: built here, in the parent,
 // so the child only has to install it (two prctl calls, both async-signal-safe).
 struct io_uring_denial {
-  io_uring_denial() {
+  // `answer`: the errno the filter gives (EPERM as Docker's profile; ENOSYS as some others).
+  explicit io_uring_denial(int answer = EPERM) {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     if (ctx == nullptr) throw std::runtime_error("seccomp_init failed");
-    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(io_uring_setup), 0);
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(answer), SCMP_SYS(io_uring_setup), 0);
     const int fd = ::memfd_create("io-uring-denial", MFD_CLOEXEC);
     if (rc == 0 && fd >= 0) rc = seccomp_export_bpf(ctx, fd);
     seccomp_release(ctx);
@@ -145,6 +146,43 @@ TEST_CASE("under a seccomp filter denying io_uring_setup, sluice falls back to e
   const tool_run forced = run_denied(denial, uring, wordcount("forced"));
   CHECK(forced.exit_code != 0);
   CHECK(forced.err.find("io_uring") != std::string::npos);
+#endif
+}
+
+TEST_CASE("a seccomp filter answering ENOSYS on a kernel with io_uring is blamed and not the kernel",
+          "[backend][seccomp]") {
+#if !SLUICE_HAVE_SECCOMP
+  WARN("sluice-test-skipped: built without libseccomp (install libseccomp-dev and reconfigure)");
+  return;
+#else
+  temp_dir dir;
+  const environment automatic("auto");
+  for (const int answer : {ENOSYS, EPERM}) {
+    const io_uring_denial denial(answer);
+    // (`corpus` writes through an executor: its backend's choice is logged as a warning)
+    const tool_run corpus = run_denied(denial, automatic, {"corpus", "--output", dir.file("c.txt"), "--lines", "10"});
+    INFO(corpus.err);
+    CHECK(corpus.exit_code == 0);
+    const std::string said = corpus.err;
+    CHECK(said.find("I/O backend: epoll, because") != std::string::npos);
+    CHECK(said.find("seccomp") != std::string::npos);
+    CHECK(said.find("lacks io_uring") == std::string::npos);
+    CHECK(said.find("run on Linux 6.1") == std::string::npos);
+    // The errno's text once, not once more at the end.
+    const std::string text = std::strerror(answer);
+    const auto first = said.find(text);
+    CHECK(first != std::string::npos);
+    CHECK(said.find(text, first + 1) == std::string::npos);
+  }
+  // Where io_uring_setup is refused and SLUICE_BACKEND=uring, the failure says it once too.
+  const io_uring_denial denial(EPERM);
+  const environment uring("uring");
+  const tool_run forced = run_denied(denial, uring, {"corpus", "--output", dir.file("d.txt"), "--lines", "10"});
+  INFO(forced.err);
+  CHECK(forced.exit_code != 0);
+  const auto first = forced.err.find("Operation not permitted");
+  CHECK(first != std::string::npos);
+  CHECK(forced.err.find("Operation not permitted", first + 1) == std::string::npos);
 #endif
 }
 

@@ -179,6 +179,25 @@ TEST_CASE("the other numeric options of the jobs, demo and bench reject negative
   CHECK(!std::filesystem::exists(dir.file("c.txt")));
 }
 
+TEST_CASE("a cluster-only option without --cluster exits 2 naming it and runs nothing", "[cli]") {
+  temp_dir dir;
+  const std::string input = input_file(dir, 3);
+  const std::vector<std::vector<std::string>> cluster_only = {
+      {"--job-name", "j"},          {"--workers", "2"},  {"--worker-index", "1"}, {"--listen", "127.0.0.1:1"},
+      {"--advertise", "127.0.0.1:1"}, {"--secret-file", input}};
+  for (const auto& option : cluster_only) {
+    std::vector<std::string> args = {"wordcount", "--input", input, "--output", dir.file("out"), "--checkpoint-dir",
+                                     dir.file("chk")};
+    args.insert(args.end(), option.begin(), option.end());
+    check_usage_error(run_sluice(args), option[0] + " requires --cluster");
+  }
+  check_usage_error(run_sluice({"join", "--left", input, "--right", input, "--output", dir.file("out"),
+                                "--checkpoint-dir", dir.file("chk"), "--window-ms", "10", "--workers", "3"}),
+                    "--workers requires --cluster");
+  CHECK(!std::filesystem::exists(dir.file("out")));
+  CHECK(!std::filesystem::exists(dir.file("chk")));
+}
+
 TEST_CASE("a benchmark's own check of its options exits 2 too, naming the option", "[cli]") {
   tool_run r = run_sluice({"bench", "nop", "--variant", "bogus"});
   INFO("stderr: " << r.err);

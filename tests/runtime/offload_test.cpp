@@ -7,11 +7,15 @@
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/runtime/when_all.hpp>
 
+#include <support/death.hpp>
 #include <support/recording_system.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <pthread.h>
+
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <stdexcept>
 #include <thread>
@@ -139,4 +143,36 @@ TEST_CASE("an engine's pool starts at most its threads as calls come, and stop j
   CHECK(pool->threads() <= 2);
   eng.stop();
   CHECK(pool->threads() == 0);
+}
+
+namespace {
+
+task<std::string> offload_without_threads() {
+  auto nothing = [] {};
+  try {
+    co_await offload(nothing);
+  } catch (const std::exception& e) {
+    co_return std::string(e.what());
+  }
+  co_return std::string("ran");
+}
+
+}  // namespace
+
+TEST_CASE("a pool thread that cannot start fails the offload naming the thread and its stack", "[offload]") {
+  // In a child: every new thread there asks for a stack larger than any address space.
+  const sluice::test::child_end end = sluice::test::run_in_child([] {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, std::size_t{1} << 47);
+    pthread_setattr_default_np(&attr);
+    pthread_attr_destroy(&attr);
+    const std::string said = sync_wait(offload_without_threads());
+    std::fprintf(stderr, "%s\n", said.c_str());
+  });
+  INFO(end.stderr_text);
+  CHECK(end.exit_code == 0);
+  CHECK(end.stderr_text.find("start a blocking-work thread: Resource temporarily unavailable (its stack needs "
+                             "134217728.0 MiB") != std::string::npos);
+  CHECK(end.stderr_text.find("ulimit") != std::string::npos);  // the hint
 }

@@ -327,8 +327,9 @@ TEST_CASE("periodic checkpoints prepare the next one's directory ahead, and stop
   ahead_seen seen;
   sync_wait(prepared_ahead(&dir, &seen), virtual_time());
   CHECK(seen.after_first == std::vector<std::string>{"chk-1", "chk-2"});
-  // Ready before its trigger: the manifest's name and each task's state file, empty.
-  CHECK(seen.chk2_names == std::vector<std::string>{"_manifest", "task-0.state", "task-1.state"});
+  // Ready before its trigger: sluice's marker, the manifest's name and each task's state file, empty.
+  CHECK(seen.chk2_names ==
+        std::vector<std::string>{".sluice-checkpoint", "_manifest", "task-0.state", "task-1.state"});
   CHECK(seen.after_join == std::vector<std::string>{"chk-1", "chk-2", "chk-3", "chk-4"});
   REQUIRE(seen.stats.size() == 3);
   for (const checkpoint_stats& s : seen.stats) CHECK(s.outcome.completed());

@@ -101,6 +101,14 @@ class recording_system : public runtime::system {
     note("stat", path);
     return host().stat(path, st);
   }
+  int lstat(const char* path, struct stat* st) noexcept override {
+    note("lstat", path);
+    return host().lstat(path, st);
+  }
+  int readlink(const char* path, std::string& target) noexcept override {
+    note("readlink", path);
+    return host().readlink(path, target);
+  }
   int mkdir(const char* path, mode_t mode) noexcept override {
     note("mkdir", path);
     return host().mkdir(path, mode);

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,11 @@ int fsync_directory_blocking(const std::string& dir);
 
 // Whether stat(2) finds a directory at `path` (symlinks followed); false on any error.
 bool is_directory_blocking(const std::string& path);
+
+// If `path` or one of its parents is a symbolic link whose target does not exist (what makes mkdir
+// say "File exists" and open say "No such file or directory"), says so: "'out' is a dangling
+// symbolic link to '/gone/out'". Nothing otherwise.
+std::optional<std::string> dangling_symlink_blocking(const std::string& path);
 
 // The whole file at `path` into `text`, read to its end; -EFBIG past `max_bytes`. Opened
 // O_NONBLOCK, so a FIFO without a writer fails instead of blocking.

@@ -155,7 +155,13 @@ std::unique_ptr<io_backend> make_backend(const uring_options& options = {});
 
 namespace detail {
 // The message for a failed io_uring_setup: cause and fix. `disabled_sysctl` is the content of
-// /proc/sys/kernel/io_uring_disabled ("" if unreadable).
+// /proc/sys/kernel/io_uring_disabled ("" if unreadable: that file exists only on a kernel built with
+// io_uring, 6.6 and later). `kernel_release` is uname's ("6.18.4-1-amd64"; "" if unknown): ENOSYS
+// from a kernel of 5.1 or later, which has io_uring_setup, is a seccomp filter's (or a container
+// profile's) answer, or a kernel built without CONFIG_IO_URING; never "run a newer kernel".
+std::string describe_uring_setup_failure(int error, const std::string& disabled_sysctl,
+                                         const std::string& kernel_release);
+// The same for this machine's kernel release.
 std::string describe_uring_setup_failure(int error, const std::string& disabled_sysctl);
 }  // namespace detail
 

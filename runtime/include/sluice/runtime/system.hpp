@@ -45,6 +45,10 @@ class system {
 
   // Paths.
   virtual int stat(const char* path, struct stat* st) noexcept = 0;
+  // lstat(2): a symbolic link itself, not what it points to.
+  virtual int lstat(const char* path, struct stat* st) noexcept = 0;
+  // readlink(2): the target a symbolic link holds (-EINVAL for anything else).
+  virtual int readlink(const char* path, std::string& target) noexcept = 0;
   virtual int mkdir(const char* path, mode_t mode) noexcept = 0;
   virtual int unlink(const char* path) noexcept = 0;
   virtual int rmdir(const char* path) noexcept = 0;

@@ -149,6 +149,8 @@ class world final : public runtime::simulation, public runtime::system {
   int fstat(int fd, struct stat* st) noexcept override;
   int flock(int fd, int operation) noexcept override;
   int stat(const char* path, struct stat* st) noexcept override;
+  int lstat(const char* path, struct stat* st) noexcept override;  // (the disk has no symlinks: stat)
+  int readlink(const char* path, std::string& target) noexcept override;
   int mkdir(const char* path, mode_t mode) noexcept override;
   int unlink(const char* path) noexcept override;
   int rmdir(const char* path) noexcept override;

@@ -2,13 +2,15 @@
 // Checkpoint storage: where completed checkpoints live on disk, how one is committed, which are
 // kept, and which one recovery takes.
 //
-// Layout: <root>/chk-<id>/ holds one state file per task (`task-<t>.state`, state_file.hpp) and
-// `_manifest` (manifest.hpp), which lists every file with its size and CRC32C.
+// Layout: <root>/chk-<id>/ holds one state file per task (`task-<t>.state`, state_file.hpp),
+// `_manifest` (manifest.hpp), which lists every file with its size and CRC32C, and the empty marker
+// `.sluice-checkpoint`, made right after the directory: sluice made this directory.
 //
 // Commit protocol (docs/design.md invariant 7): a checkpoint exists only once its manifest is durable,
 // and the commit reports success only once everything recovery needs is durable: each state file's
 // bytes and directory entry, the manifest's bytes and directory entry, and chk-<id> in the root.
-//   1. create_checkpoint_dir(id): mkdir <root>/chk-<id> (an io_uring op), at the trigger.
+//   1. create_checkpoint_dir(id): mkdir <root>/chk-<id> and create its marker in it (io_uring ops),
+//      at the trigger.
 //   2. prepare_checkpoint(id, tasks), off the critical path, concurrently with the tasks' snapshots:
 //      create every task's `task-<t>.state` and `_manifest` empty with O_CREAT and WITHOUT O_TRUNC
 //      (so it never truncates what a task's writer already wrote; the writer opens with O_TRUNC,
@@ -44,6 +46,12 @@
 // and every uncommitted directory older than the newest committed one, and never touches the
 // in-progress id. A removal unlinks `_manifest` first (so a half-removed checkpoint is never taken
 // for a committed one), then the other files, then rmdirs.
+// It removes only what sluice made: a chk-<id> DIRECTORY (a symlink or a file named so is never
+// followed, read or removed, by retention, recovery or list(): storage_errc::not_a_directory) that is
+// committed or carries the marker. An uncommitted one without the marker (a user's directory named
+// chk-1000, or one made before markers existed) is left alone with a warning (storage_errc::
+// not_owned), unless it is empty (rmdir). Removal holds the directory open with O_NOFOLLOW and
+// unlinks each file relative to that descriptor (io::directory), never recursing.
 //
 // Nothing blocks the executor, even on a shared filesystem (NFS): every file operation is an
 // io_uring op (a file's size is a statx op), and directory LISTINGS, for which io_uring has no op,
@@ -76,6 +84,9 @@ namespace sluice::snapshot {
 // take 146 million years).
 inline constexpr checkpoint_id max_checkpoint_id = checkpoint_id{1} << 62;
 
+// The empty file create_checkpoint_dir puts in every chk-<id>/ it makes (see the top of this file).
+inline constexpr std::string_view checkpoint_marker_file_name = ".sluice-checkpoint";
+
 struct storage_options {
   std::size_t retained_checkpoints = 3;  // K: committed checkpoints retention keeps (>= 1)
 };
@@ -102,7 +113,7 @@ struct checkpoint_info {
 struct recovery_choice {
   std::optional<checkpoint_info> chosen;
   std::vector<checkpoint_info> skipped;  // newest first, each with its reason
-  std::vector<checkpoint_info> ignored;  // `chk-*` entries whose name is not a valid id (bad_name)
+  std::vector<checkpoint_info> ignored;  // bad_name (id 0), and not_a_directory (a symlink chk-<id>)
 };
 
 struct loaded_checkpoint {
@@ -114,6 +125,7 @@ struct retention_report {
   std::vector<checkpoint_id> kept;     // committed, newest first
   std::vector<checkpoint_id> removed;  // ascending
   std::vector<std::string> failures;   // removals that failed (left for the next pass)
+  std::vector<checkpoint_id> left_alone;  // not sluice's (storage_errc::not_owned): never removed
 };
 
 class checkpoint_storage {
@@ -132,7 +144,8 @@ class checkpoint_storage {
   // valid name or one without the prefix (not a checkpoint's name at all).
   static std::optional<std::string> bad_dir_name_reason(std::string_view text);
 
-  // mkdir <root>/chk-<id>, making <root> first if it is missing. Fails if the directory exists.
+  // mkdir <root>/chk-<id>, making <root> first if it is missing, then its marker
+  // (checkpoint_marker_file_name) in it. Fails if the directory exists: never marks another's.
   runtime::task<io::result<void>> create_checkpoint_dir(checkpoint_id id);
 
   // Step 2 of the commit protocol (see the top of this file): makes the names `_manifest` and
@@ -143,7 +156,8 @@ class checkpoint_storage {
   runtime::task<io::result<void>> prepare_checkpoint(checkpoint_id id, std::vector<task_id> tasks);
   // Removes chk-<id>/ and what prepare_checkpoint(id, tasks) made in it: a directory prepared for a
   // checkpoint that never ran (the coordinator prepares periodic checkpoints ahead). The names are
-  // known, so the directory is listed only if something else is in it. A missing one is fine.
+  // known, so the directory is listed only if something else is in it. A missing one is fine; one
+  // without the marker is not removed (not_owned), as in retention.
   runtime::task<io::result<void>> discard_unused(checkpoint_id id, std::vector<task_id> tasks);
 
   // Reads chk-<id>/task-<t>.state back, validates it end to end, and returns its manifest entry.
@@ -169,7 +183,8 @@ class checkpoint_storage {
   runtime::task<io::result<retention_report>> retain(checkpoint_id in_progress, bool at_start = false);
 
   // Every `chk-*` entry whose name is not a valid id (invalid, bad_name, id no_checkpoint), by name,
-  // then every chk-<id> directory, ascending by id, each validated end to end. Fails only if <root>
+  // then every chk-<id> entry, ascending by id: each directory validated end to end, and an entry that
+  // is not a directory (a symlink: not followed) invalid with not_a_directory. Fails only if <root>
   // cannot be listed.
   runtime::task<io::result<std::vector<checkpoint_info>>> list();
   // The newest checkpoint that validates end to end; logs (warn) each newer one skipped and why.
@@ -188,9 +203,12 @@ class checkpoint_storage {
   // Validates checkpoint `id` end to end; fills *info from the manifest and *keep with the states.
   runtime::task<io::result<checkpoint_manifest>> check(checkpoint_id id, std::vector<task_state>* keep,
                                                        checkpoint_info* info);
-  runtime::task<io::result<void>> remove_checkpoint_dir(checkpoint_id id, std::optional<checkpoint_manifest> manifest);
+  // Removes chk-<id>/ if it is sluice's: committed (`manifest`, what it lists is `known` too) or
+  // marked; else not_owned (an empty one is rmdir'ed). `known`: names to unlink before a listing.
+  runtime::task<io::result<void>> remove_checkpoint_dir(checkpoint_id id, std::optional<checkpoint_manifest> manifest,
+                                                        std::vector<std::string> known);
   struct listing {
-    std::vector<checkpoint_id> ids;       // ascending
+    std::vector<checkpoint_id> ids;       // directories, ascending
     std::vector<checkpoint_info> ignored;  // bad names, by name
   };
   runtime::task<io::result<listing>> scan() const;                         // readdir, offloaded
@@ -205,6 +223,7 @@ class checkpoint_storage {
   // Per prepared checkpoint: the names prepare_checkpoint made durable in chk-<id>/ (and chk-<id>
   // itself in the root). Entries end at the commit of that id or a newer one, or at its removal.
   std::map<checkpoint_id, std::set<std::string>> durable_names_;
+  std::set<checkpoint_id> not_ours_;  // not_owned directories a retention pass found (and warned about)
 };
 
 }  // namespace sluice::snapshot

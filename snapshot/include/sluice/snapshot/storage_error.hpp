@@ -21,6 +21,8 @@ enum class storage_errc {
   bad_format,            // anything else malformed in a state file (magic, header, order, counts)
   unrestorable,          // every file validates, but the state does not restore (the job said why)
   bad_name,              // a `chk-*` entry whose name is not a valid id (chk-007, chk-18446744073709551615)
+  not_a_directory,       // a `chk-<id>` entry that is a symbolic link or a file: never followed or removed
+  not_owned,             // a `chk-<id>` directory retention leaves alone: no marker, no committed manifest
 };
 
 const std::error_category& storage_category() noexcept;
