@@ -3,6 +3,7 @@
 #include <sluice/buffers/event_codec.hpp>
 #include <sluice/runtime/fiber.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/memory_limit.hpp>
 #include <sluice/runtime/plant.hpp>
 #include <sluice/runtime/timer.hpp>
 #include <sluice/runtime/when_any.hpp>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace sluice::dataflow::detail {
 
@@ -175,6 +177,8 @@ rt::task<void> stream_task::run() {
   } catch (const std::length_error& e) {
     failed = fmt::format("task {}: {} (the job's maximum record size: job_settings::max_record_bytes, "
                          "--max-record-bytes)", wiring_.name, e.what());
+  } catch (const std::bad_alloc& e) {
+    failed = fmt::format("task {}: out of memory ({}){}", wiring_.name, e.what(), rt::address_space_note());
   } catch (const std::exception& e) {
     failed = fmt::format("task {}: {}", wiring_.name, e.what());
   }
