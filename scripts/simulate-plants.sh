@@ -30,6 +30,7 @@ declare -A where=(
   [obsolete-barrier-loss]="wordcount:all join:all"
   [snapshot-mid-record]="window:all wordcount:all"
   [manifest-before-state]="window:all join:all generate:all"
+  [queued-barrier-waits]="join:all window:all"
 )
 
 mapfile -t plants < <("$sluice" simulate --list-plants)

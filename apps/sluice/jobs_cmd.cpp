@@ -8,6 +8,7 @@
 #include <sluice/dataflow/generator.hpp>
 #include <sluice/dataflow/job_runner.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/memory_limit.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/dataflow/samples.hpp>
 
@@ -15,6 +16,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <new>
 #include <exception>
 
 namespace sluice::apps {
@@ -201,6 +203,10 @@ int run_sample(const char* what, const job_cli_options& o, const std::function<v
     dataflow::job_builder job(what);
     build(job);
     return run(job, o, what, extra);
+  } catch (const std::bad_alloc& e) {  // (start-up's own memory: the pools, the executors' rings)
+    fmt::print(stderr, "sluice {}: refused: out of memory while starting the job ({}){}\n", what, e.what(),
+               runtime::address_space_note());
+    return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "sluice {}: {}\n", what, e.what());
     return 2;

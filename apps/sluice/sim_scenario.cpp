@@ -81,13 +81,14 @@ const char* to_string(fault_class f) noexcept { return fault_names[static_cast<i
 std::string scenario::describe() const {
   return fmt::format(
       "job={} seed={} faults={}{} parallelism={} executors={} transport={} mode={} interval={}ms "
-      "alignment-timeout={}ms{} floating={} segment={}KiB lines={}{} crashes={} batch={}{}{}",
+      "alignment-timeout={}ms{} floating={} segment={}KiB lines={}{} crashes={} batch={}{}{}{}",
       to_string(job), seed, to_string(faults), plant.empty() ? "" : " plant=" + plant, parallelism, executors,
       transport, mode_name(mode), interval.count(), alignment_timeout.count(),
       checkpoint_timeout.count() < 600'000 ? fmt::format(" checkpoint-timeout={}ms", checkpoint_timeout.count()) : "",
       floating_buffers,
       segment_bytes / 1024, lines, big_records ? " big-records" : "", crashes, batch_limit,
       ring_entries != 0 ? fmt::format(" ring={}", ring_entries) : std::string(),
+      slow_sink.count() != 0 ? fmt::format(" slow-sink={}us", slow_sink.count()) : std::string(),
       stop == stop_kind::none ? std::string()
                               : fmt::format(" stop={}@{}.{}%{}", to_string(stop), stop_at_permille / 10,
                                             stop_at_permille % 10,
@@ -154,6 +155,12 @@ scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std
   // backlog (a full SQ); with faults, half of them find the ring busy (EBUSY) now and then.
   if (later.below(3) == 0) s.ring_entries = later.between(16, 48);
   if ((disk || net) && later.coin()) s.rates.ring_busy = static_cast<std::uint32_t>(later.between(1000, 100'000));
+  // Half the aligned-timeout seeds have a slow sink (20-300 us per output line), so data queues in
+  // front of it and barriers wait behind that data. A stream of its own.
+  sim::rng slow(seed * 0x9e3779b97f4a7c15ull ^ 0x51055105ull ^ static_cast<std::uint64_t>(job));
+  if (s.mode == snapshot::checkpoint_mode::aligned_timeout && slow.coin()) {
+    s.slow_sink = std::chrono::microseconds(slow.between(20, 300));
+  }
   // A quarter of the seeds stop the job while it runs, as SIGTERM does: half of them drain, a
   // quarter stop now, a quarter drain and then stop now while the drain runs.
   sim::rng stops = stop_stream(seed, job);
@@ -222,14 +229,16 @@ void build_job(dataflow::job_builder& job, const scenario& s) {
       dataflow::build_wordcount(job, {.input = root + "/input.txt",
                                       .output_dir = std::string(output_dir),
                                       .parallelism = s.parallelism,
-                                      .window_lines = s.job == job_kind::window ? 1 + s.seed % 37 : 0});
+                                      .window_lines = s.job == job_kind::window ? 1 + s.seed % 37 : 0,
+                                      .slow_sink = s.slow_sink});
       return;
     case job_kind::join:
       dataflow::build_join(job, {.left = root + "/left.csv",
                                  .right = root + "/right.csv",
                                  .output_dir = std::string(output_dir),
                                  .parallelism = s.parallelism,
-                                 .window_ms = 100 + s.seed % 500});
+                                 .window_ms = 100 + s.seed % 500,
+                                 .slow_sink = s.slow_sink});
       return;
     case job_kind::generate: {
       using counted = std::pair<std::string, std::uint64_t>;
@@ -240,7 +249,9 @@ void build_job(dataflow::job_builder& job, const scenario& s) {
           .aggregate<std::uint64_t, counted>(
               "count", s.parallelism, [](std::uint64_t& n, const std::string&) { ++n; },
               [](const std::string& k, const std::uint64_t& n) { return counted(k, n); })
-          .write_lines(std::string(output_dir), [](const counted& c) { return c.first + " " + std::to_string(c.second); });
+          .write_lines(
+              std::string(output_dir), [](const counted& c) { return c.first + " " + std::to_string(c.second); },
+              dataflow::sink_options{s.slow_sink});
       return;
     }
   }

@@ -52,6 +52,9 @@ struct scenario {
   unsigned crashes = 0;            // process crashes to place
   std::uint32_t batch_limit = 4;
   std::size_t ring_entries = 0;    // operations in flight per executor before a backlog (0: no cap)
+  // The least time the sink spends per output line (0: none): data queues in the gates in front of
+  // it, where an aligned-timeout checkpoint's barrier waits behind it (the alignment bound's oracle).
+  std::chrono::microseconds slow_sink{0};
   // The stop, if any: at stop_at_permille thousandths of the reference run's steps (the first process
   // of the seed that gets there sends it); drain_now's stop now follows its drain by
   // second_stop_steps steps.

@@ -84,6 +84,7 @@ remote_input& tcp_transport::open_input(io::address peer, std::uint64_t partitio
 }
 
 runtime::task<void> tcp_transport::close() { return core_->close(); }
+void tcp_transport::expect_close() noexcept { core_->peers_closing = true; }
 transport_stats tcp_transport::stats() const { return core_->stats; }
 std::size_t tcp_transport::connections() const { return core_->connections.size(); }
 
@@ -170,7 +171,7 @@ void transport_core::fail(connection& c, std::string why, bool tell_peer, bool o
   c.hello_stop.request_stop();  // a hello in progress ends now
   // Our own close(), or a peer closing an idle connection, is an orderly end; anything else is a
   // failure worth a line (after a job failed, close() would otherwise log every connection).
-  const bool orderly = closing || (c.in.empty() && c.out.empty() && orderly_end);
+  const bool orderly = closing || peers_closing || (c.in.empty() && c.out.empty() && orderly_end);
   const std::string line = fmt::format("connection {} {}: {}", c.dialed ? "to" : "from", c.peer.to_string(), why);
   if (logged) {
     // refused() logged and counted it already

@@ -111,6 +111,7 @@ class transport_core {
   io::address local;
   transport_stats stats;
   bool closing = false;
+  bool peers_closing = false;  // tcp_transport::expect_close(): a peer's close is orderly
   std::unordered_map<std::uint64_t, std::unique_ptr<connection>> connections;
 
  private:

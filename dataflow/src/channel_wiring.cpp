@@ -134,7 +134,17 @@ rt::task<void> channel_wiring::wait_remote_closed() {
 
 rt::task<void> channel_wiring::close_one(bf::tcp_transport* transport) { co_await transport->close(); }
 
+rt::task<void> channel_wiring::expect_close_one(bf::tcp_transport* transport) {
+  transport->expect_close();
+  co_return;
+}
+
 rt::task<void> channel_wiring::close() {
+  // Every executor's transport first learns that the others close too: the first one closed sends
+  // its peers a close frame, which on channels a stopped job left open is no failure.
+  for (std::size_t e = 0; e < loopback_.size(); ++e) {
+    if (loopback_[e]) co_await rt::run_on(&engine_.at(e), expect_close_one(loopback_[e].get()));
+  }
   for (std::size_t e = 0; e < loopback_.size(); ++e) {
     if (loopback_[e]) co_await rt::run_on(&engine_.at(e), close_one(loopback_[e].get()));
   }

@@ -72,6 +72,7 @@ class channel_wiring {
                                   channel_plan channel);
   runtime::task<void> wait_closed(task_slot* slot);
   runtime::task<void> close_one(buffers::tcp_transport* transport);
+  runtime::task<void> expect_close_one(buffers::tcp_transport* transport);
 
   const job_plan& plan_;
   std::vector<task_slot>& slots_;

@@ -19,6 +19,10 @@
 
 #include <fmt/core.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <future>
 #include <stdexcept>
@@ -94,6 +98,24 @@ rt::task<void> yield_here() {
   co_await rt::yield();
 }
 
+// One line on stderr, written without allocating, then the process ends with exit code 1.
+[[noreturn]] void end_process_unwound(std::exception_ptr thrown) noexcept {
+  const char* what = "an exception that is not a std::exception";
+  try {
+    std::rethrow_exception(std::move(thrown));
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  char line[512];
+  const int n = std::snprintf(line, sizeof line,
+                              "sluice: fatal: the job runner unwound while its tasks still exist: %s; the process "
+                              "ends (exit code 1), and a rerun resumes from the newest checkpoint\n",
+                              what);
+  if (n > 0) (void)!::write(2, line, static_cast<std::size_t>(std::min<int>(n, sizeof line - 1)));
+  ::_exit(1);
+}
+
 rt::task<job_result> run_parts(job_state& st) {
   const job_plan& plan = st.plan;
   start_up up;
@@ -113,7 +135,17 @@ rt::task<job_result> run_parts(job_state& st) {
   };
   st.running = r.get();
   if (st.pending) r->request_stop(*st.pending);
-  job_result result = co_await r->run();
+  job_result result;
+  try {
+    result = co_await r->run();
+  } catch (...) {
+    // What escaped the runner past its teardown (out of memory where nothing could take it as a
+    // task's failure): tasks, pools or channels may still be in use on other executors, and
+    // destroying the runner would free them under their feet. The process ends as a crash would;
+    // the rerun resumes from the newest checkpoint, as after kill -9.
+    if (r->owns_parts()) end_process_unwound(std::current_exception());
+    throw;
+  }
   st.running = nullptr;
   // What is still on its way to the runner or the pools (a task's last post, a buffer coming home)
   // lands before they go.

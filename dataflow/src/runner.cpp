@@ -8,7 +8,6 @@
 #include <sluice/runtime/offload.hpp>
 #include <sluice/runtime/run_on.hpp>
 #include <sluice/runtime/timer.hpp>
-#include <sluice/runtime/when_all.hpp>
 
 #include <fmt/core.h>
 
@@ -153,21 +152,6 @@ rt::task<void> runner::destroy(task_slot* slot) {
   slot->priority_pool.reset();
 }
 
-rt::task<void> runner::run_task(task_slot* slot) { co_await rt::run_on(slot->executor, slot->task->run()); }
-
-namespace {
-rt::task<void> join_all(std::vector<rt::task<void>> jobs) { co_await rt::when_all(std::move(jobs)); }
-}  // namespace
-
-// The partition's flusher and senders, and the gate's credit pump: they end with the data.
-rt::task<void> runner::run_helpers(task_slot* slot) {
-  std::vector<rt::task<void>> jobs;
-  if (slot->partition) jobs.push_back(slot->partition->run_flusher());
-  for (auto& s : slot->senders) jobs.push_back(s->sender().run());
-  if (slot->pump) jobs.push_back(slot->pump->run());
-  co_await rt::run_on(slot->executor, join_all(std::move(jobs)));
-}
-
 // On executor 0, as each checkpoint ends: the user's callback, and the count of failures in a row.
 void runner::checkpoint_ended(const ss::checkpoint_stats& stats) {
   if (metrics_) metrics_->checkpoint_ended(stats);
@@ -186,14 +170,10 @@ void runner::checkpoint_ended(const ss::checkpoint_stats& stats) {
   ++failures_in_a_row_;
   const std::optional<unsigned> tolerated = settings_.tolerable_checkpoint_failures;
   if (!tolerated || failures_in_a_row_ <= *tolerated || failure_ || final_checkpoint_done_) return;
-  failure_ = fmt::format("{} checkpoints in a row failed (job_settings::tolerable_checkpoint_failures is {}); the "
-                         "last, checkpoint {}: {} ({})",
-                         failures_in_a_row_, *tolerated, stats.id, ss::to_string(stats.outcome.reason),
-                         stats.outcome.detail);
-  runtime::log::error("job {}: {}", job_.name(), *failure_);
-  if (link_ != nullptr) link_->failed(*failure_);
-  tasks_scope_.request_stop();
-  all_data_ended_.set();  // wakes the controller, which sees the failure
+  fail_job(fmt::format("{} checkpoints in a row failed (job_settings::tolerable_checkpoint_failures is {}); the "
+                       "last, checkpoint {}: {} ({})",
+                       failures_in_a_row_, *tolerated, stats.id, ss::to_string(stats.outcome.reason),
+                       stats.outcome.detail));
 }
 
 ss::checkpoint_acknowledger& runner::acknowledger() {
@@ -484,6 +464,7 @@ rt::task<job_result> runner::run_tasks() {
   io::result<void> wired = co_await wiring_->connect();
   if (!wired) {
     co_await wiring_->close();
+    wiring_closed_ = true;
     for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
     result.exit_code = 1;
     result.message = "channels: " + wired.error().message();
@@ -517,18 +498,22 @@ rt::task<job_result> runner::run_tasks() {
     tasks_scope_.spawn(run_task(slot));
     tasks_scope_.spawn(run_helpers(slot));
   }
-  tasks_scope_.spawn(controller());
+  tasks_scope_.spawn(guarded(controller(), "controller"));
   tasks_running_ = true;
   start_requested_stop();  // a stop asked for before the tasks ran (runner_stop.cpp)
   if (link_ != nullptr) link_scope_.spawn(watch_link());
-  if (settings_.on_progress) tasks_scope_.spawn(report_progress());
+  if (settings_.on_progress) tasks_scope_.spawn(guarded(report_progress(), "progress reports"));
   co_await tasks_scope_.join();
   link_scope_.request_stop();
   co_await link_scope_.join();
   if (metrics_) co_await metrics_->stop();  // before any task is destroyed
 
   // --- end ----------------------------------------------------------------------------------------
-  result.final = co_await progress();
+  try {
+    result.final = co_await progress();
+  } catch (const std::exception& e) {  // (out of memory: the figures only, the end goes on without them)
+    runtime::log::warn("job {}: the final figures: {}", job_.name(), e.what());
+  }
   if (coordinator_) {
     co_await coordinator_->stop();
     for (const task_plan& t : plan_.tasks()) co_await coordinator_->remove_participant(t.id, "job ended");
@@ -539,6 +524,7 @@ rt::task<job_result> runner::run_tasks() {
   // where they were and never will: waiting for them hung every stop over tcp channels for good.
   if (ended_by_data()) co_await wiring_->wait_remote_closed();
   co_await wiring_->close();
+  wiring_closed_ = true;
   for (task_slot* slot : mine_) co_await rt::run_on(slot->executor, destroy(slot));
   result.buffer_violations = buffer_violations_;
   result.credit_violation = credit_violation_;

@@ -26,6 +26,7 @@
 #include <sluice/snapshot/recovery_plan.hpp>
 
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -129,8 +130,21 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   rt::task<void> finish_sources();
   rt::task<void> watch_link();  // the attempt ended elsewhere: stop
   ss::checkpoint_acknowledger& acknowledger();
+  // runner_tasks.cpp: the scope's children, which fail the job rather than throw.
   rt::task<void> run_task(task_slot* slot);
   rt::task<void> run_helpers(task_slot* slot);
+  rt::task<void> guarded(rt::task<void> body, const char* what);
+  // Fails the job with `why` (the first failure wins; later ones are logged): the tasks are stopped
+  // and the controller woken. An empty `why` says "out of memory" (its text could not be had).
+  void fail_job(std::string why);
+  static std::string what_of(std::exception_ptr thrown) noexcept;
+
+ public:
+  // Whether a task's parts, or channels not closed, still exist: destroying the runner now would
+  // free what other executors use (run_parts ends the process instead when run() threw then).
+  bool owns_parts() const noexcept;
+
+ private:
   rt::task<void> sample(task_slot* slot, job_progress* p);
   rt::task<job_progress> progress();
   rt::task<void> report_progress();
@@ -160,6 +174,7 @@ class runner final : public detail::task_listener, public rt::wait_reporter {
   std::vector<task_slot> slots_;  // by task id; only this worker's have an executor
   std::vector<task_slot*> mine_;  // this worker's
   std::optional<detail::channel_wiring> wiring_;
+  bool wiring_closed_ = false;
   std::size_t data_ended_ = 0;
   std::size_t tasks_ended_ = 0;
   std::uint64_t buffer_violations_ = 0;  // counted by the pools of destroyed tasks

@@ -3,6 +3,7 @@
 #include <sluice/buffers/event_codec.hpp>
 #include <sluice/runtime/fiber.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/memory_limit.hpp>
 #include <sluice/runtime/plant.hpp>
 #include <sluice/runtime/timer.hpp>
 #include <sluice/runtime/when_any.hpp>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace sluice::dataflow::detail {
 
@@ -175,14 +177,34 @@ rt::task<void> stream_task::run() {
   } catch (const std::length_error& e) {
     failed = fmt::format("task {}: {} (the job's maximum record size: job_settings::max_record_bytes, "
                          "--max-record-bytes)", wiring_.name, e.what());
+  } catch (const std::bad_alloc& e) {
+    failed = fmt::format("task {}: out of memory ({}){}", wiring_.name, e.what(), rt::address_space_note());
   } catch (const std::exception& e) {
     failed = fmt::format("task {}: {}", wiring_.name, e.what());
   }
   if (failed && stop.stop_requested()) failed.reset();  // stopped by the job, not failed
   phase_ = phase::closing;
-  if (built_.source_ != nullptr) co_await built_.source_->close();
-  co_await built_.output_->close();
-  co_await checkpoint_.close();
+  // Nothing escapes past the task's report: a close that throws (a checkpoint's watcher, out of
+  // memory) fails the task, and the job ends through its teardown. An exception let out here was
+  // rethrown from the runner's join past that teardown, and the engine's shutdown then resumed the
+  // transports' loops on freed memory (a spin or a SIGSEGV: docs/simulation.md, "Budgets").
+  if (built_.source_ != nullptr) {
+    try {
+      co_await built_.source_->close();
+    } catch (...) {
+      note_close_failure(failed, "its source", std::current_exception());
+    }
+  }
+  try {
+    co_await built_.output_->close();
+  } catch (...) {
+    note_close_failure(failed, "its output", std::current_exception());
+  }
+  try {
+    co_await checkpoint_.close();
+  } catch (...) {
+    note_close_failure(failed, "its checkpoints", std::current_exception());
+  }
   // A sink's precommit that ran beside the loop and failed after it ended (the close waits for it).
   if (!failed && deferred_failure_ && !stop.stop_requested()) {
     failed = fmt::format("task {}: {}", wiring_.name, deferred_failure_->message());
@@ -191,6 +213,19 @@ rt::task<void> stream_task::run() {
   ss::task_id id = wiring_.id;
   task_listener* listener = wiring_.listener;
   wiring_.runner->post([listener, id, failed] { listener->task_ended(id, failed); });
+}
+
+void stream_task::note_close_failure(std::optional<std::string>& failed, const char* part,
+                                     std::exception_ptr thrown) const {
+  std::string what = "an exception that is not a std::exception";
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  runtime::log::error("task {}: closing {} threw: {}", wiring_.name, part, what);
+  if (!failed) failed = fmt::format("task {}: closing {}: {}", wiring_.name, part, what);
 }
 
 rt::task<io::result<void>> stream_task::handle_mailbox() {

@@ -38,6 +38,7 @@
 #include <sluice/snapshot/task_checkpoint.hpp>
 
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -159,6 +160,8 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   void post_message(message m);
   runtime::task<io::result<void>> restore();
   runtime::task<io::result<void>> handle_mailbox();
+  // A close at the task's end threw: logged, and the task's failure unless it had one.
+  void note_close_failure(std::optional<std::string>& failed, const char* part, std::exception_ptr thrown) const;
   runtime::task<io::result<void>> step_source();
   runtime::task<io::result<void>> step_input();
   runtime::task<io::result<void>> step_output();

@@ -15,6 +15,7 @@ constexpr const char* planted[] = {
     "obsolete-barrier-loss",  // FLINK-20654: in-flight data lost after an obsolete barrier
     "snapshot-mid-record",    // a snapshot taken in the middle of a record
     "manifest-before-state",  // a commit fsyncs the manifest before the state files
+    "queued-barrier-waits",   // issue 33: a queued barrier switches to unaligned only when taken
 };
 const char* active = nullptr;
 #endif

@@ -264,7 +264,9 @@ void barrier_handler::start_capture(barrier_actions& out) {
     // An aligned-with-timeout checkpoint switched: a barrier already queued in the gate overtakes the
     // data ahead of it, which is captured when it is taken (as a priority barrier's), so the
     // checkpoint does not wait until the task has processed that data (Flink's announcements).
-    if (ch.capturing && options_.mode == checkpoint_mode::aligned_timeout) (void)ch.gate->promote_barrier(ch.channel, pending_);
+    if (ch.capturing && options_.mode == checkpoint_mode::aligned_timeout && !SLUICE_PLANTED("queued-barrier-waits")) {
+      (void)ch.gate->promote_barrier(ch.channel, pending_);
+    }
   }
 }
 
@@ -327,7 +329,7 @@ void barrier_handler::check_deadline(barrier_actions& out) {
   if (phase_ == phase::capturing) {
     // Switched: a barrier that reached the gate since, behind data, overtakes it as well.
     for (channel_info& ch : channels_) {
-      if (ch.capturing) (void)ch.gate->promote_barrier(ch.channel, pending_);
+      if (ch.capturing && !SLUICE_PLANTED("queued-barrier-waits")) (void)ch.gate->promote_barrier(ch.channel, pending_);
     }
     return;
   }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cassert>
+#include <exception>
 #include <stdexcept>
 #include <utility>
 
@@ -393,14 +394,26 @@ runtime::task<void> channel_state_writer::close() {
     co_return;
   }
   closing_ = true;
-  if (current_) abort_ongoing(abort_reason::cancelled, fmt::format("task {} is shutting down", task_));
+  // Whatever throws on the way (out of memory), the pump is joined before the close ends: the
+  // writer is destroyed after it, and a write or close still in flight would resume on freed memory.
+  std::exception_ptr thrown;
+  try {
+    if (current_) abort_ongoing(abort_reason::cancelled, fmt::format("task {} is shutting down", task_));
+  } catch (...) {
+    thrown = std::current_exception();
+  }
   closed_ = true;
-  wake_decided();             // every undecided id is aborted(cancelled) now
+  try {
+    wake_decided();  // every undecided id is aborted(cancelled) now
+  } catch (...) {
+    if (!thrown) thrown = std::current_exception();
+  }
   pump_scope_.request_stop();  // an in-flight write ends (ECANCELED) instead of finishing
   co_await pump_scope_.join();
+  closed_event_.set();
+  if (thrown) std::rethrow_exception(thrown);
   assert(!current_ && !retiring_ && !pumping_);
   assert(waiters_.empty());
-  closed_event_.set();
 }
 
 }  // namespace sluice::snapshot

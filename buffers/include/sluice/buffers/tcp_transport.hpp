@@ -219,6 +219,9 @@ class tcp_transport {
   // On home: refuses new work, fails every channel ("transport closed"), closes every connection and
   // the listener, and waits for their loops to end. Idempotent.
   runtime::task<void> close();
+  // On home: the peers are closing too (the transports of one process, closed one after another
+  // at the job's end), so a peer's close from now on is an orderly end and not a failure to log.
+  void expect_close() noexcept;
 
   // On home.
   transport_stats stats() const;
