@@ -14,6 +14,7 @@
 #include "stall_detector.hpp"
 #include "thread_beat.hpp"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/signalfd.h>
@@ -89,6 +90,27 @@ engine::engine(engine_options options)
     detector_ = std::make_unique<stall_detector>(beats_, options_.stalls);
   }
 }
+
+namespace {
+// A signal that came once the watcher had stopped reading (a second SIGTERM as a drain ended) was
+// the engine's to handle, and still waits: unblocked, it would be delivered with its default action
+// and kill the process after the job had ended. It is read here instead, and logged.
+void take_late_signals(int signal_fd) noexcept {
+  const int flags = ::fcntl(signal_fd, F_GETFL);
+  if (flags < 0 || ::fcntl(signal_fd, F_SETFL, flags | O_NONBLOCK) < 0) return;
+  for (;;) {
+    signalfd_siginfo info{};
+    const ssize_t n = ::read(signal_fd, &info, sizeof info);
+    if (n != static_cast<ssize_t>(sizeof info)) return;  // (EAGAIN: none left)
+    try {
+      log::info("{} came as the engine ended: taken, there is nothing left to stop",
+                info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+    } catch (...) {  // (the line only)
+    }
+  }
+}
+
+}  // namespace
 
 engine::~engine() { stop(); }
 
@@ -228,6 +250,7 @@ void engine::stop() {
   delete static_cast<shutdown_barrier*>(barrier_);
   barrier_ = nullptr;
   if (signal_fd_ >= 0) {
+    take_late_signals(signal_fd_);
     ::close(signal_fd_);
     signal_fd_ = -1;
     pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);

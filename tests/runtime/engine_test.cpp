@@ -88,6 +88,31 @@ TEST_CASE("SIGTERM stops the engine gracefully: waiting tasks see their stop tok
   REQUIRE(eng.stop_signal() == SIGTERM);
 }
 
+namespace {
+// The first SIGTERM stops the engine, and its watcher stops reading; the second is sent then.
+task<bool> terminated_twice() {
+  ::kill(::getpid(), SIGTERM);
+  const bool slept_fully = co_await sleep_until_stopped();
+  ::kill(::getpid(), SIGTERM);  // nobody reads this one while the engine runs
+  co_return slept_fully;
+}
+}  // namespace
+
+TEST_CASE("a SIGTERM that comes after the engine stopped reading signals is taken at its end, not left to kill the process", "[engine]") {
+  // Left pending, it was delivered with its default action once the engine restored the signal
+  // mask: the process died of SIGTERM after its job had ended (a second SIGTERM as a drain ended).
+  {
+    engine eng({.executors = 2});
+    const bool slept_fully = eng.block_on(terminated_twice());
+    REQUIRE_FALSE(slept_fully);
+    REQUIRE(eng.stop_signal() == SIGTERM);
+  }
+  sigset_t pending;
+  sigemptyset(&pending);
+  REQUIRE(::sigpending(&pending) == 0);
+  CHECK_FALSE(sigismember(&pending, SIGTERM));  // (and this process is still alive to check)
+}
+
 TEST_CASE("shutdown with I/O in flight on every executor leaks no frame and no descriptor", "[engine]") {
   const auto frames_before = live_frames();
   const auto fds_before = sluice::test::open_fd_count();
