@@ -19,12 +19,14 @@
 
 #include <fmt/core.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <future>
+#include <new>
 #include <stdexcept>
 #include <stop_token>
 
@@ -101,17 +103,27 @@ rt::task<void> yield_here() {
 // One line on stderr, written without allocating, then the process ends with exit code 1.
 [[noreturn]] void end_process_unwound(std::exception_ptr thrown) noexcept {
   const char* what = "an exception that is not a std::exception";
+  bool memory = false;
   try {
     std::rethrow_exception(std::move(thrown));
+  } catch (const std::bad_alloc& e) {
+    what = e.what();
+    memory = true;
   } catch (const std::exception& e) {
     what = e.what();
   } catch (...) {
   }
-  char line[512];
+  char limit[96] = "";
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    std::snprintf(limit, sizeof limit, "; the address space is limited to %llu MiB (ulimit -v)",
+                  static_cast<unsigned long long>(as.rlim_cur >> 20));
+  }
+  char line[640];
   const int n = std::snprintf(line, sizeof line,
-                              "sluice: fatal: the job runner unwound while its tasks still exist: %s; the process "
-                              "ends (exit code 1), and a rerun resumes from the newest checkpoint\n",
-                              what);
+                              "sluice: fatal: the job runner unwound while its tasks still exist: %s%s%s%s; the "
+                              "process ends (exit code 1), and a rerun resumes from the newest checkpoint\n",
+                              memory ? "out of memory (" : "", what, memory ? ")" : "", limit);
   if (n > 0) (void)!::write(2, line, static_cast<std::size_t>(std::min<int>(n, sizeof line - 1)));
   ::_exit(1);
 }

@@ -11,8 +11,11 @@
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/offload.hpp>
 
+#include "helper_thread.hpp"
 #include "stall_detector.hpp"
 #include "thread_beat.hpp"
+
+#include <fmt/core.h>
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -70,24 +73,45 @@ engine::engine(engine_options options)
   executors_.resize(n, nullptr);
   owned_.resize(n);
   beats_.resize(n, nullptr);
+  // Whatever fails on the way (a thread that cannot start: no address space for its stack), the
+  // threads already running are stopped and joined before the exception leaves: a joinable
+  // std::thread destroyed by the unwinding would call std::terminate.
   for (unsigned i = 0; i < n; ++i) {
     std::promise<executor*> ready;
     auto published = ready.get_future();
-    threads_.emplace_back([this, i, r = std::move(ready)]() mutable { thread_main(i, std::move(r)); });
+    try {
+      threads_.emplace_back([this, i, r = std::move(ready)]() mutable { thread_main(i, std::move(r)); });
+    } catch (const std::system_error& e) {
+      executors_.resize(i);
+      barrier->expected = i;  // the threads already running must not wait for the missing ones
+      stop();
+      throw detail::described_error(e.code(), detail::thread_start_failure(fmt::format("executor {}'s thread", i),
+                                                                           e.code().value()));
+    } catch (...) {
+      executors_.resize(i);
+      barrier->expected = i;
+      stop();
+      throw;
+    }
     try {
       executors_[i] = published.get();
     } catch (...) {
       threads_.back().join();
       threads_.pop_back();
       executors_.resize(i);
-      barrier->expected = i;  // the threads already running must not wait for the missing ones
+      barrier->expected = i;
       stop();
       throw;
     }
   }
-  if (signal_fd_ >= 0) spawn_on(at(0), watch_signals());
-  if (options_.stalls.threshold.count() > 0) {
-    detector_ = std::make_unique<stall_detector>(beats_, options_.stalls);
+  try {
+    if (signal_fd_ >= 0) spawn_on(at(0), watch_signals());
+    if (options_.stalls.threshold.count() > 0) {
+      detector_ = std::make_unique<stall_detector>(beats_, options_.stalls);
+    }
+  } catch (...) {
+    stop();
+    throw;
   }
 }
 

@@ -42,7 +42,11 @@ struct host_calls::state {
 
   void start_locked() {
     if (thread.joinable()) return;
-    thread = std::thread([this] { loop(); });
+    try {
+      thread = std::thread([this] { loop(); });
+    } catch (const std::system_error& e) {
+      throw detail::described_error(e.code(), detail::thread_start_failure("the host-callback thread", e.code().value()));
+    }
   }
 
   void loop() {

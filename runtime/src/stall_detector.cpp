@@ -176,7 +176,13 @@ stall_detector::stall_detector(std::vector<detail::thread_beat*> beats, stall_op
     w->index = i;
     state_->executors.push_back(std::move(w));
   }
-  if (options.threshold.count() > 0 && !beats.empty()) state_->thread = std::thread([this] { state_->loop(); });
+  if (options.threshold.count() > 0 && !beats.empty()) {
+    try {
+      state_->thread = std::thread([this] { state_->loop(); });
+    } catch (const std::system_error& e) {
+      throw detail::described_error(e.code(), detail::thread_start_failure("the stall detector's thread", e.code().value()));
+    }
+  }
 }
 
 stall_detector::~stall_detector() { stop(); }
