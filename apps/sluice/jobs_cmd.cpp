@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <new>
 #include <exception>
@@ -76,7 +77,22 @@ snapshot::checkpoint_mode parse_mode(const std::string& m) {
 // The progress part of the summary: the whole run, at its average rate.
 std::string progress_text(const dataflow::job_progress& p) { return format_progress(summary_fields(p)); }
 
+// SIGINT and SIGTERM stay blocked on this thread from before the job's engine starts to the process's
+// exit. The engine reads them while the job runs and, when it stops, restores the mask it found: were
+// they unblocked then, a second SIGTERM that came just as a drain ended would kill the process with
+// the signal's default action after the job had ended whole (exit 143 in place of 0). Blocked, it
+// stays pending and goes with the process: there is nothing left to stop. (A signal before the
+// engine starts waits for it, and stops the job at once or drains it as soon as it runs.)
+void hold_stop_signals_to_exit() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stops, nullptr);
+}
+
 int run(dataflow::job_builder& job, const job_cli_options& o, const char* what, const job_summary_fn& extra) {
+  hold_stop_signals_to_exit();
   dataflow::job_settings settings;
   settings.checkpoint_dir = o.checkpoint_dir;
   settings.checkpoint_interval = std::chrono::milliseconds(o.checkpoint_interval_ms);
