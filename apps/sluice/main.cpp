@@ -19,6 +19,7 @@
 #include "simulate_cmd.hpp"
 
 #include <sluice/runtime/io_backend.hpp>
+#include <sluice/runtime/memory_limit.hpp>
 #include <sluice/runtime/version.hpp>
 
 // The benchmark library is optional (SLUICE_BUILD_BENCH); its include directory comes with it.
@@ -94,6 +95,7 @@ std::string command_line(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sluice::runtime::exit_on_unhandled_out_of_memory();
   CLI::App app{"sluice: streaming jobs on io_uring coroutines"};
   app.set_version_flag("--version", [] {
     std::string text(sluice::runtime::version());

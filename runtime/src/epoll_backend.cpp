@@ -434,9 +434,11 @@ class epoll_backend final : public io_backend {
   }
 
   void take_pool_done() {
-    done_scratch_.clear();
-    pool_->take_done(done_scratch_);
-    for (io_op* op : done_scratch_) finish(*op, op->result);
+    detail::op_queue done = pool_->take_done();
+    while (!done.empty()) {
+      io_op* op = done.pop();  // (before finish, which may link it elsewhere)
+      finish(*op, op->result);
+    }
   }
 
   void cancel(io_op& c) {
@@ -576,7 +578,6 @@ class epoll_backend final : public io_backend {
   detail::op_queue local_;  // completed, to be dispatched
   std::unordered_map<int, fd_watch> watches_;
   std::unique_ptr<detail::file_op_pool> pool_;
-  std::vector<io_op*> done_scratch_;
   std::vector<io_op*> backlogged_on_;  // close_fd's scratch
 };
 

@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
+#include <utility>
 
 namespace sluice::runtime::detail {
 
@@ -59,6 +59,7 @@ std::int32_t run_blocking_op(const io_op& op) noexcept {
 }
 
 file_op_pool::file_op_pool(unsigned max_threads) : max_threads_(max_threads < 1 ? 1 : max_threads) {
+  threads_.reserve(max_threads_);
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (event_fd_ < 0) throw std::system_error(errno, std::generic_category(), "epoll backend: eventfd");
 }
@@ -78,25 +79,24 @@ file_op_pool::~file_op_pool() {
 
 void file_op_pool::push(io_op& op) {
   std::lock_guard lock(mutex_);
-  queue_.push_back(&op);
-  if (idle_ > 0) {
-    wake_.notify_one();
-  } else if (threads_.size() < max_threads_ && !start_thread() && threads_.empty()) {
+  if (idle_ == 0 && threads_.size() < max_threads_ && !start_thread() && threads_.empty()) {
     // No thread at all: run it here, blocking the executor, rather than never.
-    queue_.pop_back();
     op.result = run_blocking_op(op);
-    done_.push_back(&op);
+    done_.push(op);
     const std::uint64_t one = 1;
     while (::write(event_fd_, &one, sizeof one) < 0 && errno == EINTR) {
     }
+    return;
   }
+  queue_.push(op);
+  if (idle_ > 0) wake_.notify_one();
 }
 
 bool file_op_pool::start_thread() {
   worker w;
   w.stack = ::mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (w.stack == MAP_FAILED) {
-    log::error("epoll backend: no stack for a file thread: {}", std::strerror(errno));
+    note_start_failure("no stack for another file thread", errno);
     return false;
   }
   (void)::mprotect(w.stack, guard_bytes, PROT_NONE);  // stacks grow down: a guard page below
@@ -107,11 +107,19 @@ bool file_op_pool::start_thread() {
   pthread_attr_destroy(&attr);
   if (rc != 0) {
     ::munmap(w.stack, stack_bytes);
-    log::error("epoll backend: cannot start a file thread: {}", std::strerror(rc));
+    note_start_failure("cannot start another file thread", rc);
     return false;
   }
-  threads_.push_back(w);
+  threads_.push_back(w);  // (reserved: never allocates)
   return true;
+}
+
+// Once per pool: a pool short of memory meets it on every op it queues while its threads are busy.
+void file_op_pool::note_start_failure(const char* what, int error) {
+  if (start_failure_noted_) return;
+  start_failure_noted_ = true;
+  log::error("epoll backend: {}: {}; going on with {} (of at most {}){}", what, std::strerror(error), threads_.size(),
+             max_threads_, threads_.empty() ? ", running file operations on the executor, blocking it" : "");
 }
 
 void* file_op_pool::thread_entry(void* self) {
@@ -121,18 +129,14 @@ void* file_op_pool::thread_entry(void* self) {
 
 bool file_op_pool::remove(const io_op& op) {
   std::lock_guard lock(mutex_);
-  auto it = std::find(queue_.begin(), queue_.end(), &op);
-  if (it == queue_.end()) return false;
-  queue_.erase(it);
-  return true;
+  return queue_.remove(&op);
 }
 
-void file_op_pool::take_done(std::vector<io_op*>& out) {
+op_queue file_op_pool::take_done() {
   std::uint64_t count = 0;
   (void)!::read(event_fd_, &count, sizeof count);  // EAGAIN when a previous take already reset it
   std::lock_guard lock(mutex_);
-  out.insert(out.end(), done_.begin(), done_.end());
-  done_.clear();
+  return std::exchange(done_, op_queue{});
 }
 
 void file_op_pool::thread_main() {
@@ -146,13 +150,12 @@ void file_op_pool::thread_main() {
       --idle_;
       continue;
     }
-    io_op* op = queue_.front();
-    queue_.pop_front();
+    io_op* op = queue_.pop();
     lock.unlock();
     const std::int32_t rc = run_blocking_op(*op);
     lock.lock();
     op->result = rc;
-    done_.push_back(op);
+    done_.push(*op);
     const std::uint64_t one = 1;
     while (::write(event_fd_, &one, sizeof one) < 0 && errno == EINTR) {
     }

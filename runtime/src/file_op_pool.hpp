@@ -20,12 +20,14 @@
 //   one from glibc's cache: in a child forked while another pool's threads ran, that cache holds
 //   the stacks of the parent's live threads, and a thread started there would get a live thread's
 //   id (ThreadSanitizer stops the child for it: "dup thread with used id").
+// - Nothing in push() or a thread allocates (intrusive queues, the thread list reserved): out of
+//   memory fails neither an op half-queued nor a thread between two ops.
 
+#include <sluice/runtime/admission.hpp>
 #include <sluice/runtime/io_backend.hpp>
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 
 #include <pthread.h>
@@ -47,12 +49,13 @@ class file_op_pool {
   int event_fd() const noexcept { return event_fd_; }
   void push(io_op& op);
   bool remove(const io_op& op);
-  // Appends the finished ops to `out` and resets the eventfd.
-  void take_done(std::vector<io_op*>& out);
+  // The finished ops (in the order they finished); resets the eventfd.
+  op_queue take_done();
 
  private:
   void thread_main();
   bool start_thread();
+  void note_start_failure(const char* what, int error);
   static void* thread_entry(void* self);
 
   struct worker {
@@ -64,11 +67,14 @@ class file_op_pool {
   int event_fd_ = -1;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<io_op*> queue_;
-  std::vector<io_op*> done_;
-  std::vector<worker> threads_;
+  // Both linked through io_op::next_ (an op is in one of them at a time): nothing a thread does
+  // allocates, so a thread never fails for want of memory and every op it took completes.
+  op_queue queue_;
+  op_queue done_;
+  std::vector<worker> threads_;  // reserved for max_threads_ up front
   unsigned idle_ = 0;
   bool stopping_ = false;
+  bool start_failure_noted_ = false;
 };
 
 }  // namespace sluice::runtime::detail

@@ -118,23 +118,47 @@ struct writer {
     dropped_total += lost;
     const std::shared_ptr<const sink> destination = to;
     lock.unlock();
-    std::string lost_note;
-    if (lost != 0) lost_note = fmt::format("sluice: log: {} line(s) dropped: the log did not keep up\n", lost);
+    // Nothing here may throw: out of memory (the note, the joined text) writes what it can without
+    // allocating, line by line, rather than end the writer thread (std::terminate).
+    char note[96];
+    std::string_view lost_note;
+    if (lost != 0) {
+      const auto n = fmt::format_to_n(note, sizeof note, "sluice: log: {} line(s) dropped: the log did not keep up\n", lost);
+      lost_note = std::string_view(note, std::min(n.size, sizeof note));
+    }
     if (destination) {
-      if (!lost_note.empty()) deliver(*destination, entry{lost_note, log_level::warn, -1, {}, 0});
+      if (!lost_note.empty()) deliver(*destination, lost_note, log_level::warn);
       for (const entry& e : batch) deliver(*destination, e);
       if (own != nullptr) deliver(*destination, *own);
     } else {
-      std::string text = std::move(lost_note);
-      for (const entry& e : batch) text += e.line;
-      if (own != nullptr) text += own->line;
-      (void)write_stderr(text.data(), text.size());
+      write_joined(lost_note, batch, own);
     }
     lock.lock();
     writing = false;
     written_seq += batch.size();
     written.notify_all();
     work.notify_all();
+  }
+
+  // The lines to stderr in one write when memory allows, else one write each.
+  static void write_joined(std::string_view lost_note, const std::vector<entry>& batch, const entry* own) noexcept {
+    try {
+      std::string text(lost_note);
+      for (const entry& e : batch) text += e.line;
+      if (own != nullptr) text += own->line;
+      (void)write_stderr(text.data(), text.size());
+    } catch (...) {
+      (void)write_stderr(lost_note.data(), lost_note.size());
+      for (const entry& e : batch) (void)write_stderr(e.line.data(), e.line.size());
+      if (own != nullptr) (void)write_stderr(own->line.data(), own->line.size());
+    }
+  }
+
+  static void deliver(const sink& to, std::string_view note, log_level level) noexcept {
+    try {
+      deliver(to, entry{std::string(note), level, -1, {}, 0});
+    } catch (...) {  // (no memory for the note)
+    }
   }
 
   static void deliver(const sink& to, const entry& e) noexcept {
@@ -235,6 +259,16 @@ void enqueue(writer& w, entry&& line) {
 
 log_level level() noexcept { return static_cast<log_level>(current_level().load(std::memory_order_relaxed)); }
 void set_level(log_level l) noexcept { current_level().store(static_cast<int>(l), std::memory_order_relaxed); }
+
+void write_unformatted(log_level at, std::string_view format) noexcept {
+  // Straight to stderr from a buffer on the stack: what failed was an allocation.
+  char line[512];
+  const auto n = fmt::format_to_n(line, sizeof line - 1, "sluice: log: out of memory formatting a line ({}): {}",
+                                  names[static_cast<int>(at)], format);
+  std::size_t size = std::min(n.size, sizeof line - 1);
+  line[size++] = '\n';
+  (void)write_stderr(line, size);
+}
 
 void write(log_level at, std::string_view message) noexcept {
   try {

@@ -36,8 +36,8 @@ void log_extra_child_failure(std::exception_ptr error) noexcept {
   }
 }
 
-group_child scope_child(task<void> t, group* g) {
-  auto result = co_await settle_at_home(std::move(t), &g->home());
+group_child scope_child(task<outcome<void>> settled, group* g) {
+  auto result = co_await std::move(settled);
   if (result.error) g->fail(result.error);
 }
 

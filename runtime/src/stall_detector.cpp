@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <thread>
 
@@ -119,7 +120,13 @@ struct stall_detector::state {
     const auto period = std::max(options.threshold / 4, std::chrono::milliseconds(1));
     std::unique_lock lock(mutex);
     while (!wake.wait_for(lock, period, [this] { return stopping; })) {
-      for (auto& w : executors) look(*w);
+      for (auto& w : executors) {
+        try {
+          look(*w);
+        } catch (const std::bad_alloc&) {
+          // No memory for the report (its text, the call read from /proc): the next look tries again.
+        }
+      }
     }
   }
 

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stop_token>
 #include <utility>
@@ -304,6 +305,11 @@ void executor::post(F&& fn) {
     std::unique_ptr<posted> p(static_cast<posted*>(self));
     try {
       p->fn();
+    } catch (const std::bad_alloc&) {
+      // Out of memory part-way through a message: what it left undone cannot be told, and a job
+      // that went on without it could hang or be wrong. The process ends (std::terminate; the tool
+      // exits 1 naming it: memory_limit.hpp), as after a kill -9.
+      std::terminate();
     } catch (const std::exception& e) {
       detail::log_posted_failure(e.what());
     } catch (...) {

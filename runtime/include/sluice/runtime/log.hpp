@@ -82,24 +82,34 @@ class scoped_sink {
   sink previous_;
 };
 
+// Out of memory while formatting (the commonest place to meet it: an error path logs) costs the line,
+// never the caller: logging never throws.
+void write_unformatted(log_level at, std::string_view format) noexcept;
+
 template <class... Args>
-void at(log_level lvl, fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(lvl)) write(lvl, fmt::format(format, std::forward<Args>(args)...));
+void at(log_level lvl, fmt::format_string<Args...> format, Args&&... args) noexcept {
+  if (!enabled(lvl)) return;
+  try {
+    write(lvl, fmt::format(format, std::forward<Args>(args)...));
+  } catch (...) {
+    const fmt::string_view text = format;
+    write_unformatted(lvl, std::string_view(text.data(), text.size()));
+  }
 }
 template <class... Args>
-void error(fmt::format_string<Args...> format, Args&&... args) {
+void error(fmt::format_string<Args...> format, Args&&... args) noexcept {
   at(log_level::error, format, std::forward<Args>(args)...);
 }
 template <class... Args>
-void warn(fmt::format_string<Args...> format, Args&&... args) {
+void warn(fmt::format_string<Args...> format, Args&&... args) noexcept {
   at(log_level::warn, format, std::forward<Args>(args)...);
 }
 template <class... Args>
-void info(fmt::format_string<Args...> format, Args&&... args) {
+void info(fmt::format_string<Args...> format, Args&&... args) noexcept {
   at(log_level::info, format, std::forward<Args>(args)...);
 }
 template <class... Args>
-void debug(fmt::format_string<Args...> format, Args&&... args) {
+void debug(fmt::format_string<Args...> format, Args&&... args) noexcept {
   at(log_level::debug, format, std::forward<Args>(args)...);
 }
 

@@ -15,7 +15,7 @@
 namespace sluice::runtime {
 
 namespace detail {
-group_child scope_child(task<void> t, group* g);
+group_child scope_child(task<outcome<void>> settled, group* g);
 }
 
 class scope {
@@ -26,7 +26,10 @@ class scope {
   scope(const scope&) = delete;
   scope& operator=(const scope&) = delete;
 
-  void spawn(task<void> t) { detail::scope_child(std::move(t), &group_).start_in(group_); }
+  // Out of memory (the child's frames, the run queue) throws here, and nothing was started.
+  void spawn(task<void> t) {
+    detail::scope_child(detail::settle_at_home(std::move(t), executor::current()), &group_).start_in(group_);
+  }
   void request_stop() noexcept { group_.request_stop(); }
   std::stop_token const* token() const noexcept { return group_.token(); }
   std::size_t live() const noexcept { return group_.live(); }

@@ -9,6 +9,7 @@
 
 #include <sluice/runtime/detail/group.hpp>
 
+#include <exception>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -18,8 +19,8 @@ namespace sluice::runtime {
 
 namespace detail {
 template <class T>
-group_child when_all_child(task<T> t, std::optional<value_or_monostate<T>>* out, group* g) {
-  auto result = co_await settle_at_home(std::move(t), &g->home());
+group_child when_all_child(task<outcome<T>> settled, std::optional<value_or_monostate<T>>* out, group* g) {
+  auto result = co_await std::move(settled);
   if (result.error) {
     g->fail(result.error);
   } else {
@@ -33,10 +34,18 @@ task<std::tuple<detail::value_or_monostate<Ts>...>> when_all(task<Ts>... tasks) 
   detail::group g;
   g.link(co_await current_stop_token());
   std::tuple<std::optional<detail::value_or_monostate<Ts>>...> results;
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (detail::when_all_child(std::move(tasks), &std::get<I>(results), &g).start_in(g), ...);
-  }(std::index_sequence_for<Ts...>{});
+  std::exception_ptr not_started;
+  try {
+    executor* home = executor::current();
+    auto children = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple{detail::when_all_child(detail::settle_at_home(std::move(tasks), home), &std::get<I>(results), &g)...};
+    }(std::index_sequence_for<Ts...>{});
+    not_started = detail::start_children(children, g);
+  } catch (...) {  // (out of memory for a child's frame: none started)
+    not_started = std::current_exception();
+  }
   co_await g.join();
+  if (not_started) std::rethrow_exception(not_started);
   g.rethrow_if_failed();
   co_return std::apply([](auto&... r) { return std::tuple<detail::value_or_monostate<Ts>...>(std::move(*r)...); },
                        results);
@@ -47,8 +56,20 @@ task<std::vector<detail::value_or_monostate<T>>> when_all(std::vector<task<T>> t
   detail::group g;
   g.link(co_await current_stop_token());
   std::vector<std::optional<detail::value_or_monostate<T>>> results(tasks.size());
-  for (std::size_t i = 0; i < tasks.size(); ++i) detail::when_all_child(std::move(tasks[i]), &results[i], &g).start_in(g);
+  std::exception_ptr not_started;
+  try {
+    executor* home = executor::current();
+    std::vector<detail::group_child> children;
+    children.reserve(tasks.size());
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      children.push_back(detail::when_all_child(detail::settle_at_home(std::move(tasks[i]), home), &results[i], &g));
+    }
+    not_started = detail::start_children(children, g);
+  } catch (...) {  // (out of memory for a child's frame: none started)
+    not_started = std::current_exception();
+  }
   co_await g.join();
+  if (not_started) std::rethrow_exception(not_started);
   g.rethrow_if_failed();
   std::vector<detail::value_or_monostate<T>> out;
   out.reserve(results.size());

@@ -11,6 +11,8 @@
 #include <sluice/runtime/detail/group.hpp>
 
 #include <cstddef>
+#include <exception>
+#include <tuple>
 #include <utility>
 #include <variant>
 
@@ -32,8 +34,8 @@ struct any_state {
 };
 
 template <std::size_t I, class T, class State>
-group_child when_any_child(task<T> t, State* state, group* g) {
-  auto result = co_await settle_at_home(std::move(t), &g->home());
+group_child when_any_child(task<outcome<T>> settled, State* state, group* g) {
+  auto result = co_await std::move(settled);
   if (state->index == State::none) {
     if (result.error) {
       state->error = result.error;
@@ -54,10 +56,18 @@ task<when_any_result<Ts...>> when_any(task<Ts>... tasks) {
   detail::group g;
   g.link(co_await current_stop_token());
   detail::any_state<Ts...> state;
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (detail::when_any_child<I>(std::move(tasks), &state, &g).start_in(g), ...);
-  }(std::index_sequence_for<Ts...>{});
+  std::exception_ptr not_started;
+  try {
+    executor* home = executor::current();
+    auto children = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple{detail::when_any_child<I>(detail::settle_at_home(std::move(tasks), home), &state, &g)...};
+    }(std::index_sequence_for<Ts...>{});
+    not_started = detail::start_children(children, g);
+  } catch (...) {  // (out of memory for a child's frame: none started)
+    not_started = std::current_exception();
+  }
   co_await g.join();
+  if (not_started) std::rethrow_exception(not_started);
   if (state.error) std::rethrow_exception(state.error);
   co_return when_any_result<Ts...>{state.index, std::move(*state.value)};
 }

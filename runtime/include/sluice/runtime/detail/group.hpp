@@ -58,8 +58,8 @@ class group {
     assert(home_ == executor::current() && "a group's children are started on its executor");
     child.promise().group_ = this;
     child.promise().set_stop_relay(&relay_);
+    executor::current()->schedule(child);  // (may throw, out of memory: then nothing changed)
     ++live_;
-    executor::current()->schedule(child);
   }
   void child_done() noexcept {
     assert(live_ > 0);
@@ -146,7 +146,11 @@ class group_child {
   ~group_child() {
     if (handle_) handle_.destroy();
   }
-  void start_in(group& g) { g.start(std::exchange(handle_, {})); }
+  // Once started, the child is the group's; a start that throws leaves it to this object.
+  void start_in(group& g) {
+    g.start(handle_);
+    handle_ = {};
+  }
 
  private:
   std::coroutine_handle<promise_type> handle_;
@@ -165,6 +169,11 @@ struct outcome {
 
 // Runs `t`, then comes back to `home` before yielding its outcome: the task may have ended on
 // another executor, and group state is touched only on the group's executor.
+//
+// Out of memory: a child's frame, and this one, are made before any child of the group starts
+// (the parent makes them: start_children), so a child that runs allocates nothing of its own and
+// a std::bad_alloc can only come before the first start, or from a start (the run queue grows),
+// after which the started children are stopped and joined before the parent rethrows.
 template <class T>
 task<outcome<T>> settle_at_home(task<T> t, executor* home) {
   outcome<T> out;
@@ -180,6 +189,24 @@ task<outcome<T>> settle_at_home(task<T> t, executor* home) {
   }
   co_await switch_to(*home);
   co_return out;
+}
+
+// Starts every child of `children` (a tuple or a range of group_child) in `g`. A start that throws
+// (out of memory) stops the children already started and returns the exception: the caller joins
+// the group, then rethrows it. The children not started are destroyed with `children`.
+template <class Children>
+std::exception_ptr start_children(Children& children, group& g) noexcept {
+  try {
+    if constexpr (requires { children.begin(); }) {
+      for (group_child& c : children) c.start_in(g);
+    } else {
+      std::apply([&g](auto&... c) { (c.start_in(g), ...); }, children);
+    }
+    return {};
+  } catch (...) {
+    g.request_stop();
+    return std::current_exception();
+  }
 }
 
 }  // namespace sluice::runtime::detail
