@@ -3,9 +3,13 @@
 #   1. installs what is missing (etcd included), builds the sluice tool (Release);
 #   2. starts a private etcd;
 #   3. runs word count in one process (the reference result);
-#   4. runs it as three workers, kills one with SIGKILL mid-run, starts it again, and compares the
-#      published output with the reference.
-#   scripts/run-cluster-demo.sh [--lines N] [--kill-after-ms MS] [--victim I] [--loopback]
+#   4. runs it as three workers; once the job's first checkpoint has completed, kills a follower with
+#      SIGKILL and starts it again; once the restarted attempt has completed a checkpoint, kills the
+#      leader the same way and starts it again; then compares the published output with the
+#      reference and says which checkpoint each restart resumed from.
+#   scripts/run-cluster-demo.sh [--lines N] [--loopback]
+# The workers' sinks are throttled (--slow-sink-us, as scripts/run-demo.sh), so both kills land
+# while the job runs; if one cannot (the job ended first), the demo fails instead.
 #
 # As root (with iproute2), etcd and each worker run on "hosts" of their own: network namespaces
 # sluice-demo-<pid>-{etcd,w0,w1,w2} on one bridge (in a namespace sluice-demo-<pid>-hub),
@@ -24,16 +28,12 @@ cd "$repo"
 source "$repo/scripts/deps.sh"
 
 lines=2000000
-kill_after_ms=1500
-victim=1
 loopback=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --lines) lines=$2; shift 2 ;;
-    --kill-after-ms) kill_after_ms=$2; shift 2 ;;
-    --victim) victim=$2; shift 2 ;;
     --loopback) loopback=1; shift ;;
-    *) echo "usage: $0 [--lines N] [--kill-after-ms MS] [--victim 0|1|2] [--loopback]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--lines N] [--loopback]" >&2; exit 2 ;;
   esac
 done
 
@@ -122,9 +122,9 @@ in_host etcd env ETCDCTL_API=3 etcdctl --endpoints "$endpoint" endpoint health
 
 "$sluice" corpus --output "$work/corpus.txt" --lines "$lines" --seed 42
 
-echo "==> 1. word count in one process (the reference)"
-"$sluice" wordcount --input "$work/corpus.txt" --output "$work/reference" \
-  --checkpoint-dir "$work/reference-checkpoints" --quiet
+job=(wordcount --input "$work/corpus.txt" --window-lines 10000 --parallelism 3 --checkpoint-interval-ms 200)
+echo "==> 1. word count per window of 10,000 lines in one process (the reference)"
+"$sluice" "${job[@]}" --output "$work/reference" --checkpoint-dir "$work/reference-checkpoints" --quiet
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 if [ "$use_netns" = 1 ]; then
@@ -135,23 +135,60 @@ fi
 start_worker() {
   local i=$1
   enter "w$i"
-  "${entered[@]}" "$sluice" wordcount --input "$work/corpus.txt" --output "$work/out" --checkpoint-dir "$work/checkpoints" \
-    --parallelism 3 --checkpoint-interval-ms 200 --quiet \
+  # (SLUICE_LOG=info: the log names the leader, which the demo kills second.)
+  "${entered[@]}" env SLUICE_LOG=info "$sluice" "${job[@]}" --output "$work/out" --checkpoint-dir "$work/checkpoints" --slow-sink-us 100 \
     --cluster "$endpoint" --job-name demo --workers 3 --worker-index "$i" --listen "${listen[$i]}" \
     >>"$work/worker-$i.log" 2>&1 &
   pids[$i]=$!
 }
 
-echo "==> 2. the same job as 3 workers (data ports ${listen[*]}); worker $victim gets SIGKILL after ${kill_after_ms} ms"
+# The newest checkpoint whose manifest has bytes (0 if none). With one checkpoint in flight,
+# chk-N's manifest appears only once chk-(N-1) has completed.
+newest_manifest() {
+  local newest=0 d id
+  for d in "$1"/chk-*; do
+    [ -s "$d/_manifest" ] || continue
+    id=${d##*/chk-}
+    [[ $id =~ ^[0-9]+$ ]] && [ "$id" -gt "$newest" ] && newest=$id
+  done
+  echo "$newest"
+}
+running() { kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null || kill -0 "${pids[2]}" 2>/dev/null; }
+# Waits until a checkpoint newer than $1 has completed (chk-($1+2)'s manifest is seen), while the job runs.
+wait_for_checkpoint_after() {
+  local after=$1
+  while [ "$(newest_manifest "$work/checkpoints")" -lt $((after + 2)) ] && running; do sleep 0.02; done
+  running
+}
+# The worker that leads the job now: the newest "worker N leads job" line of the workers' logs.
+leader() { grep -h "leads job" "$work"/worker-*.log | sort | tail -1 | sed 's/.*worker \([0-9]*\) leads.*/\1/'; }
+kill_and_restart() {
+  local i=$1 role=$2
+  if ! kill -KILL "${pids[$i]}" 2>/dev/null; then
+    echo "==> FAILED: worker $i ($role) had ended before the kill could land" >&2
+    exit 1
+  fi
+  wait "${pids[$i]}" 2>/dev/null || true
+  echo "==> worker $i ($role) killed with SIGKILL after checkpoint $(newest_manifest "$work/checkpoints");" \
+       "starting it again (the job restarts from its newest valid checkpoint)"
+  start_worker "$i"
+}
+
+echo "==> 2. the same job as 3 workers (data ports ${listen[*]}), throttled"
 for i in 0 1 2; do start_worker "$i"; done
-sleep "$(awk -v ms="$kill_after_ms" 'BEGIN { printf "%.3f", ms / 1000 }')"
-if kill -KILL "${pids[$victim]}" 2>/dev/null; then
-  wait "${pids[$victim]}" 2>/dev/null || true
-  echo "==> worker $victim killed; starting it again (the job restarts from its latest checkpoint)"
-  start_worker "$victim"
-else
-  echo "==> worker $victim had already finished (try a larger --lines or a smaller --kill-after-ms)"
+if ! wait_for_checkpoint_after 0; then
+  echo "==> FAILED: the job ended before its first checkpoint could be seen, so no kill could land" >&2
+  exit 1
 fi
+lead=$(leader)
+follower=$(( (lead + 1) % 3 ))
+kill_and_restart "$follower" follower
+if ! wait_for_checkpoint_after "$(newest_manifest "$work/checkpoints")"; then
+  echo "==> FAILED: the job ended before the restarted attempt completed a checkpoint" >&2
+  exit 1
+fi
+lead=$(leader)
+kill_and_restart "$lead" leader
 status=0
 for i in 0 1 2; do
   if ! wait "${pids[$i]}"; then
@@ -162,11 +199,13 @@ for i in 0 1 2; do
 done
 pids=()
 [ "$status" = 0 ] || exit 1
-grep -h "resumed from\|done" "$work"/worker-*.log || true
+echo "==> what the workers said on resuming and at the end:"
+grep -h "resumed from\|leads job\|: done" "$work"/worker-*.log | sort | sed 's/^/    /' || true
 
 echo "==> 3. comparing the published output with the reference"
 if cmp -s <(cat "$work"/reference/part-* | sort) <(cat "$work"/out/part-* | sort); then
-  echo "OK: the 3 workers published exactly what one process did ($(cat "$work"/out/part-* | wc -l) words)"
+  echo "OK: the 3 workers, a follower and the leader killed once each, published exactly what one process" \
+       "did ($(cat "$work"/out/part-* | wc -l) window counts)"
 else
   echo "MISMATCH: the workers' output differs from the reference" >&2
   exit 1

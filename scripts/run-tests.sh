@@ -2,6 +2,7 @@
 # Builds sluice and runs every check CI runs:
 #   1. Release build (Ninja) and the Catch2 tests through ctest, on io_uring and then again with
 #      every executor on the epoll backend (SLUICE_BACKEND=epoll);
+#      then the two demos (scripts/run-demo.sh, scripts/run-cluster-demo.sh --loopback);
 #   2. install into a temporary prefix, then build and run a consumer project
 #      (tests/install) against the installed CMake package;
 #   3. an ASan+UBSan build (-O1 -g1, tests only) and the tests again, on both backends;
@@ -90,6 +91,17 @@ release_tests=$(count_tests "$release")
 step="release tests on epoll"
 say "running tests (Release, SLUICE_BACKEND=epoll, -j$jobs)"
 SLUICE_BACKEND=epoll run_ctest "$release"
+
+# The README's demos, as a user runs them: each fails unless its kills landed while the job ran and
+# the resumed output equals the uninterrupted one.
+step="demos"
+demo_dir=$(mktemp -d "${TMPDIR:-/tmp}/sluice-demos.XXXXXX")
+say "running scripts/run-demo.sh"
+SLUICE_SKIP_DEPS=1 SLUICE_BUILD_DIR="$build_base" SLUICE_DEMO_DIR="$demo_dir/single" "$repo/scripts/run-demo.sh"
+say "running scripts/run-cluster-demo.sh --loopback"
+SLUICE_SKIP_DEPS=1 SLUICE_BUILD_DIR="$build_base" SLUICE_DEMO_DIR="$demo_dir/cluster" \
+  "$repo/scripts/run-cluster-demo.sh" --loopback
+rm -rf "$demo_dir"
 
 # ---- 2. installed package, used by a consumer project ----------------------
 step="install consumer"
