@@ -22,7 +22,27 @@
 
 namespace sluice::apps {
 
+namespace {
+// What every job command's --help ends with: its exit codes and the progress line's fields
+// (docs/cli.md has the full table of restarts and exit codes).
+constexpr const char* job_help_footer = R"(Exit codes:
+  0    done, or drained by SIGTERM (a final checkpoint taken and published)
+  1    failed (a task, a sink's commit, an input that changed, out of memory), naming the cause;
+       the rerun with the same arguments resumes from the newest valid checkpoint
+  2    refused before any task ran (bad usage, another job's checkpoint, a directory in use,
+       a thread that cannot start); nothing was changed
+  130  stopped at once (SIGINT, SIGTERM with --on-sigterm now, a second signal during a drain);
+       the rerun resumes
+
+The progress line (on a terminal; --quiet hides it) and the closing summary:
+  ELAPSED | P% (of the input read), T left | N records (taken by the job's tasks) | R rec/s |
+  N written (records the sinks published) | backpressure B% (share of time the tasks waited for
+  output credit) | last chk-N: D ms, SIZE (the newest completed checkpoint) | chk-N running T
+  (one running for a second or more) | N aborted (checkpoints))";
+}  // namespace
+
 void add_job_options(CLI::App& command, job_cli_options& o) {
+  command.footer(job_help_footer);
   command.add_option("--checkpoint-dir", o.checkpoint_dir, "Where checkpoints go; a valid one there is resumed from")
       ->required();
   add_number_option(command, "--checkpoint-interval-ms", o.checkpoint_interval_ms, "Between periodic checkpoints", 1,

@@ -96,7 +96,8 @@ std::string command_line(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   sluice::runtime::exit_on_unhandled_out_of_memory();
-  CLI::App app{"sluice: streaming jobs on io_uring coroutines"};
+  // Named, so that usage lines say "sluice", not the path it was started by.
+  CLI::App app{"sluice: streaming jobs on io_uring coroutines", "sluice"};
   app.set_version_flag("--version", [] {
     std::string text(sluice::runtime::version());
     try {
@@ -242,6 +243,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  fmt::print("{}", app.help());
-  return 0;
+  // No subcommand: usage, on stderr, and the usage exit code (a script that forgot the command fails).
+  fmt::print(stderr, "{}", app.help());
+  return sluice::apps::exit_usage;
 }

@@ -1,6 +1,6 @@
 // The built `sluice` tool's usage errors, end to end: every one exits 2 with CLI11's message on
 // stderr naming the option, writes nothing, and never leaks CLI11's own exit codes (105, 106,
-// 109, ...); --help and --version exit 0.
+// 109, ...); --help and --version exit 0; no subcommand at all is a usage error (exit 2).
 
 #include "run_sluice.hpp"
 
@@ -216,6 +216,25 @@ TEST_CASE("help and version exit 0 and print on stdout", "[cli]") {
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("Usage:") != std::string::npos);
     CHECK(r.err.empty());
+  }
+}
+
+TEST_CASE("sluice without a subcommand prints its usage on stderr and exits 2", "[cli]") {
+  const tool_run r = run_sluice({});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("Usage: sluice [OPTIONS] [SUBCOMMAND]") != std::string::npos);  // the name, not the path
+  CHECK(r.err.find("wordcount") != std::string::npos);
+}
+
+TEST_CASE("every job command's --help lists the exit codes and the progress line's fields", "[cli]") {
+  for (const char* command : {"wordcount", "join", "nexmark"}) {
+    INFO(command);
+    const tool_run r = run_sluice({command, "--help"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find(std::string("Usage: sluice ") + command) != std::string::npos);
+    for (const char* code : {"\n  0 ", "\n  1 ", "\n  2 ", "\n  130 "}) CHECK(r.out.find(code) != std::string::npos);
+    for (const char* field : {"rec/s", "written", "backpressure", "last chk-N"}) CHECK(r.out.find(field) != std::string::npos);
   }
 }
 
