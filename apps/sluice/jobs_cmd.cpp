@@ -7,6 +7,7 @@
 
 #include <sluice/dataflow/generator.hpp>
 #include <sluice/dataflow/job_runner.hpp>
+#include <sluice/runtime/cpus.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/memory_limit.hpp>
 #include <sluice/runtime/sync_wait.hpp>
@@ -57,7 +58,10 @@ void add_job_options(CLI::App& command, job_cli_options& o) {
   command.add_option("--transport", o.transport, "Channels between stages: local or tcp (loopback)")
       ->capture_default_str()
       ->check(CLI::IsMember({"local", "tcp"}));
-  add_number_option(command, "--executors", o.executors, "Executor threads", 1, limits::max_executors);
+  add_number_option(command, "--executors", o.executors,
+                    "Executor threads; 0: one per CPU this process may run on (its affinity mask, which taskset "
+                    "and a cgroup cpuset set)",
+                    0, limits::max_executors);
   add_number_option(command, "--max-record-bytes", o.max_record_bytes,
                     "The largest record (a line read is one record); a larger one fails the job", 1,
                     std::uint64_t{1} << 30);
@@ -119,7 +123,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what, 
   settings.mode = parse_mode(o.checkpoint_mode);
   settings.alignment_timeout = std::chrono::milliseconds(o.alignment_timeout_ms);
   settings.transport = *dataflow::parse_transport(o.transport);
-  settings.executors = o.executors;
+  settings.executors = o.executors == 0 ? runtime::available_cpus() : o.executors;
   settings.max_record_bytes = static_cast<std::size_t>(o.max_record_bytes);
   settings.network_memory_limit_bytes = static_cast<std::size_t>(o.network_memory_mib) << 20;
   settings.metrics_address = o.metrics;

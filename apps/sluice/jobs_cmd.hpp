@@ -20,7 +20,7 @@ struct job_cli_options {
   std::uint64_t alignment_timeout_ms = 100;
   std::size_t parallelism = 2;
   std::string transport = "local";
-  unsigned executors = 2;
+  unsigned executors = 0;  // 0: runtime::available_cpus()
   std::uint64_t max_record_bytes = std::uint64_t{16} << 20;
   std::uint64_t network_memory_mib = 1024;  // --network-memory: the job's cap of channel-buffer memory
   bool quiet = false;

@@ -1,6 +1,7 @@
 #include "nexmark_cmd.hpp"
 #include "cli_options.hpp"
 
+#include <sluice/runtime/cpus.hpp>
 #include <sluice/dataflow/generator.hpp>
 #include <sluice/nexmark/queries.hpp>
 #include <sluice/runtime/sync_wait.hpp>
@@ -81,7 +82,8 @@ int run_nexmark(const nexmark_cli& o) {
   spec.parallelism = o.job.parallelism;
   spec.output = o.output;
   // Nexmark's figure per core counts every core the job uses, the generator's included.
-  const unsigned cores = std::max(1u, std::min(o.job.executors, std::max(1u, std::thread::hardware_concurrency())));
+  const unsigned allowed = runtime::available_cpus();
+  const unsigned cores = std::min(o.job.executors == 0 ? allowed : o.job.executors, allowed);
   return run_sample(
       "nexmark", o.job, [&spec](dataflow::job_builder& job) { nexmark::build_query(job, spec); },
       [&o, cores](const dataflow::job_result& r) -> std::string {

@@ -1,6 +1,9 @@
 // See job_metrics.hpp.
 
 #include "job_metrics.hpp"
+#include "process_metrics.hpp"
+
+#include <sluice/runtime/offload.hpp>
 
 #include "status_page.hpp"
 
@@ -13,6 +16,12 @@
 #include <algorithm>
 
 namespace sluice::dataflow::detail {
+
+namespace {
+// The job's name as a label: "sluice_job", not "job", which is Prometheus' own target label (a
+// series' "job" would be renamed "exported_job" at scrape time and clash with the scrape config's).
+constexpr const char* job_label = "sluice_job";
+}  // namespace
 
 namespace rt = sluice::runtime;
 namespace ss = sluice::snapshot;
@@ -136,15 +145,19 @@ rt::task<io::http_response> job_metrics::handle(job_metrics* self, io::http_requ
 rt::task<std::string> job_metrics::scrape() {
   const std::vector<task_sample> tasks = co_await sample_tasks(*from_.tasks);
   const std::vector<executor_sample> executors = co_await sample_executors(*from_.engine, from_.memory);
+  std::optional<process_sample> process;
+  auto read_process = [&process] { process = read_process_sample(); };
+  co_await rt::offload(read_process);  // (files under /proc: blocking work, never on an executor)
   io::prometheus_text out;
   write_tasks(out, tasks);
   write_executors(out, executors);
   write_checkpoints(out);
+  if (process) write_process(out, *process);
   co_return std::move(out).str();
 }
 
 void job_metrics::write_tasks(io::prometheus_text& out, const std::vector<task_sample>& tasks) const {
-  const auto labels = [this](const task_sample& t) { return io::metric_labels{{"job", from_.job}, {"task", t.name}}; };
+  const auto labels = [this](const task_sample& t) { return io::metric_labels{{job_label, from_.job}, {"task", t.name}}; };
   const auto each = [&](std::string_view name, metric_type type, std::string_view help, auto&& include, auto&& value) {
     out.family(name, type, help);
     for (const task_sample& t : tasks) {
@@ -169,10 +182,11 @@ void job_metrics::write_tasks(io::prometheus_text& out, const std::vector<task_s
   each("sluice_task_backpressured", metric_type::gauge, "1 while the task waits for a writable output partition.",
        [](const task_sample& t) { return t.has_partition; },
        [](const task_sample& t) { return std::uint64_t{t.backpressured_now ? 1u : 0u}; });
-  each("sluice_task_watermark", metric_type::gauge,
-       "The task's current watermark (event time), the smallest of its input channels'; absent before every channel "
-       "sent one.",
-       [](const task_sample& t) { return t.watermark.has_value(); }, [](const task_sample& t) { return *t.watermark; });
+  each("sluice_task_watermark_seconds", metric_type::gauge,
+       "The task's current watermark (event time, seconds since the epoch), the smallest of its input channels'; "
+       "absent before every channel sent one.",
+       [](const task_sample& t) { return t.watermark.has_value(); },
+       [](const task_sample& t) { return static_cast<double>(*t.watermark) / 1000.0; });
   each("sluice_task_credits_outstanding", metric_type::gauge,
        "Credits the task's input gate announced to its senders and they have not used yet.",
        [](const task_sample& t) { return t.has_gate; }, [](const task_sample& t) { return t.credits_outstanding; });
@@ -195,7 +209,7 @@ void job_metrics::write_tasks(io::prometheus_text& out, const std::vector<task_s
 
 void job_metrics::write_executors(io::prometheus_text& out, const std::vector<executor_sample>& executors) {
   const auto labels = [this](std::size_t e) {
-    return io::metric_labels{{"job", from_.job}, {"executor", std::to_string(e)}};
+    return io::metric_labels{{job_label, from_.job}, {"executor", std::to_string(e)}};
   };
   // The busy ratios: 1 - the idle seconds per second, over the window (job_samples.hpp).
   std::vector<double> ratios(executors.size(), 0);
@@ -241,7 +255,7 @@ void job_metrics::write_executors(io::prometheus_text& out, const std::vector<ex
 }
 
 void job_metrics::write_checkpoints(io::prometheus_text& out) const {
-  const io::metric_labels job{{"job", from_.job}};
+  const io::metric_labels job{{job_label, from_.job}};
   out.family("sluice_checkpoints_completed_total", metric_type::counter, "Checkpoints completed by this run.");
   out.sample("sluice_checkpoints_completed_total", job, completed_);
   out.family("sluice_checkpoints_aborted_total", metric_type::counter, "Checkpoints aborted by this run, by reason.");
@@ -283,7 +297,7 @@ void job_metrics::write_checkpoints(io::prometheus_text& out) const {
              "The checkpoint this run resumed from (0: it started fresh).");
   out.sample("sluice_job_resumed_from_checkpoint", job, std::uint64_t{resumed_from_.value_or(0)});
   out.family("sluice_build_info", metric_type::gauge, "1, with the version of sluice the job runs on.");
-  out.sample("sluice_build_info", {{"job", from_.job}, {"version", std::string(rt::version())}}, std::uint64_t{1});
+  out.sample("sluice_build_info", {{job_label, from_.job}, {"version", std::string(rt::version())}}, std::uint64_t{1});
   out.family("sluice_job_uptime_seconds", metric_type::gauge, "Seconds since this run's tasks started.");
   out.sample("sluice_job_uptime_seconds", job, seconds(now - started_at_));
 }

@@ -7,6 +7,7 @@
 // thread has been joined, so a late post never lands in freed memory.
 
 #include <sluice/runtime/engine.hpp>
+#include <sluice/runtime/cpus.hpp>
 #include <sluice/runtime/io_awaitable.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/offload.hpp>
@@ -50,7 +51,7 @@ struct shutdown_barrier {
 engine::engine(engine_options options)
     : options_(options), blocking_(std::make_unique<blocking_pool>(options_.blocking_threads)) {
   unsigned n = options_.executors;
-  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  if (n == 0) n = available_cpus();  // the affinity mask's CPUs (taskset, a cgroup cpuset)
   if (options_.simulation != nullptr) {
     start_simulated(n);
     return;
@@ -145,12 +146,15 @@ void engine::thread_main(std::size_t index, std::promise<executor*> ready) {
   std::unique_ptr<executor>& ex = owned_[index];
   try {
     if (options_.pin_cpus) {
+      // The index-th CPU of those the process may run on (not of the machine's: a CPU outside the
+      // affinity mask, or a cgroup cpuset, cannot be pinned to).
+      const std::vector<int> cpus = allowed_cpus();
+      const int cpu = cpus[index % cpus.size()];
       cpu_set_t set;
       CPU_ZERO(&set);
-      const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-      CPU_SET(index % cpus, &set);
+      CPU_SET(cpu, &set);
       if (int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set); rc != 0) {
-        log::warn("executor {}: cannot pin to CPU {}: {}", index, index % cpus, std::strerror(rc));
+        log::warn("executor {}: cannot pin to CPU {}: {}", index, cpu, std::strerror(rc));
       }
     }
     executor_options eo;

@@ -43,15 +43,15 @@ TEST_CASE("sluice wordcount --metrics serves /metrics while the job runs", "[cli
   for (int i = 0; i < 1000 && !checkpointed && job.running(); ++i) {
     r = http_get(static_cast<std::uint16_t>(port), "/metrics");
     checkpointed = r && r->status == 200 &&
-                   r->body.find("sluice_checkpoints_completed_total{job=\"wordcount\"} 0\n") == std::string::npos;
+                   r->body.find("sluice_checkpoints_completed_total{sluice_job=\"wordcount\"} 0\n") == std::string::npos;
     if (!checkpointed) std::this_thread::sleep_for(10ms);
   }
   INFO(job.log());
   REQUIRE(checkpointed);
   CHECK(r->header("content-type") == "text/plain; version=0.0.4; charset=utf-8");
   CHECK(r->body.find("# TYPE sluice_task_records_in_total counter\n") != std::string::npos);
-  CHECK(r->body.find("sluice_task_records_in_total{job=\"wordcount\",task=\"count#0\"} ") != std::string::npos);
-  CHECK(r->body.find("sluice_executor_busy_ratio{job=\"wordcount\",executor=\"1\"} ") != std::string::npos);
+  CHECK(r->body.find("sluice_task_records_in_total{sluice_job=\"wordcount\",task=\"count#0\"} ") != std::string::npos);
+  CHECK(r->body.find("sluice_executor_busy_ratio{sluice_job=\"wordcount\",executor=\"1\"} ") != std::string::npos);
   CHECK(http_get(static_cast<std::uint16_t>(port), "/nothing-here")->status == 404);
   job.kill(SIGTERM);
   const std::optional<int> code = job.wait(60s);

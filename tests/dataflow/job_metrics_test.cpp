@@ -107,7 +107,7 @@ struct metered_wordcount {
 
 }  // namespace
 
-TEST_CASE("a running job serves its metrics at /metrics, in a text promtool accepts") {
+TEST_CASE("a running job serves its metrics at /metrics by Prometheus conventions, in a text promtool accepts") {
   metered_wordcount w(3'000'000);
   std::future<std::uint16_t> port_future = w.port_promise.get_future();
   w.start();
@@ -121,7 +121,7 @@ TEST_CASE("a running job serves its metrics at /metrics, in a text promtool acce
 
   // The readers pass their words on through the combiner, at checkpoints: one that had read nothing
   // yet when the first completed (a loaded machine) sends its first pairs at a later one.
-  const std::string job = "job=\"wordcount\"";
+  const std::string job = "sluice_job=\"wordcount\"";
   const auto both_readers_sent = [&job](const std::string& text) {
     for (const char* task : {"read#0", "read#1"}) {
       const std::string l = "{" + job + ",task=\"" + task + "\"}";
@@ -172,6 +172,20 @@ TEST_CASE("a running job serves its metrics at /metrics, in a text promtool acce
     CHECK(value_of(text, "sluice_executor_network_buffers" + l).value_or(0) > 0);
     CHECK(value_of(text, "sluice_executor_network_buffers_in_use" + l).has_value());
   }
+
+  // Prometheus' conventions: no "job" or "instance" label of our own (they are the scraper's target
+  // labels: a series' own would be renamed exported_job), and the standard process_* series.
+  CHECK(text.find("{job=") == std::string::npos);
+  CHECK(text.find(",job=") == std::string::npos);
+  CHECK(text.find("instance=") == std::string::npos);
+  CHECK(value_of(text, "process_resident_memory_bytes").value_or(0) > 1e6);
+  CHECK(value_of(text, "process_virtual_memory_bytes").value_or(0) >= value_of(text, "process_resident_memory_bytes").value_or(0));
+  CHECK(value_of(text, "process_cpu_seconds_total").value_or(-1) >= 0);
+  CHECK(value_of(text, "process_open_fds").value_or(0) >= 3);
+  const double started = value_of(text, "process_start_time_seconds").value_or(0);
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  CHECK(started > now - 24 * 3600.0);  // this test process started within the day
+  CHECK(started <= now + 1);
 
   // Other paths and methods, on one kept-alive connection.
   http_client c(port);
@@ -233,8 +247,8 @@ TEST_CASE("a run that resumed from a checkpoint says which in its metrics") {
   t.join();
   REQUIRE(r);
   REQUIRE(second.resumed_from.has_value());
-  CHECK(value_of(r->body, "sluice_job_resumed{job=\"wordcount\"}") == 1.0);
-  CHECK(value_of(r->body, "sluice_job_resumed_from_checkpoint{job=\"wordcount\"}") ==
+  CHECK(value_of(r->body, "sluice_job_resumed{sluice_job=\"wordcount\"}") == 1.0);
+  CHECK(value_of(r->body, "sluice_job_resumed_from_checkpoint{sluice_job=\"wordcount\"}") ==
         static_cast<double>(*second.resumed_from));
 }
 
@@ -261,12 +275,12 @@ TEST_CASE("a backpressured join shows its sources' backpressure and its tasks' w
   const std::uint16_t port = port_future.get();
   // Until the sources have waited for the slow join a while and a watermark reached it.
   std::string text;
-  const std::string join0 = "{job=\"join\",task=\"join#0\"}";
-  const std::string left0 = "{job=\"join\",task=\"left#0\"}";
+  const std::string join0 = "{sluice_job=\"join\",task=\"join#0\"}";
+  const std::string left0 = "{sluice_job=\"join\",task=\"left#0\"}";
   for (int i = 0; i < 500; ++i) {
     std::optional<http_reply> r = http_get(port, "/metrics");
     if (r && r->status == 200) text = r->body;
-    if (value_of(text, "sluice_task_watermark" + join0).has_value() &&
+    if (value_of(text, "sluice_task_watermark_seconds" + join0).has_value() &&
         value_of(text, "sluice_task_backpressured_seconds_total" + left0).value_or(0) > 0.05) {
       break;
     }
@@ -275,7 +289,7 @@ TEST_CASE("a backpressured join shows its sources' backpressure and its tasks' w
   stop.request_stop();
   t.join();
   INFO(text);
-  CHECK(value_of(text, "sluice_task_watermark" + join0).value_or(-1) >= 0);
+  CHECK(value_of(text, "sluice_task_watermark_seconds" + join0).value_or(-1) >= 0);
   CHECK(value_of(text, "sluice_task_backpressured_seconds_total" + left0).value_or(0) > 0.05);
   CHECK(value_of(text, "sluice_task_records_in_total" + join0).value_or(0) > 0);
 }
