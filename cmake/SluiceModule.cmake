@@ -5,7 +5,7 @@
 #
 # sluice_add_module(<name> [deps...]) creates the static library
 # sluice_<name>, its alias sluice::<name>, links it into sluice::sluice and
-# installs it. A dep is either another module's name (io -> sluice::io) or an
+# installs it as the package's component <name> (its own targets file). A dep is either another module's name (io -> sluice::io) or an
 # imported target written with its namespace (fmt::fmt). Files are globbed
 # with CONFIGURE_DEPENDS, so adding a source file needs no CMake edit.
 
@@ -55,12 +55,22 @@ function(sluice_add_module name)
     endif()
   endforeach()
 
+  # C++20 travels with the target: a consumer that does not set CMAKE_CXX_STANDARD still compiles
+  # the headers (coroutines) as C++20.
+  target_compile_features(${target} PUBLIC cxx_std_20)
   sluice_target_defaults(${target})
   target_link_libraries(sluice_all INTERFACE ${target})
 
-  install(TARGETS ${target} EXPORT sluiceTargets
+  # One export set, and one installed targets file, per module: the package's components
+  # (find_package(sluice COMPONENTS runtime io)); sluiceConfig.cmake loads a component's targets
+  # after those of the modules it depends on, and looks for its third-party dependencies only.
+  install(TARGETS ${target} EXPORT sluice-${name}-targets
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
     INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT sluice-${name}-targets
+    NAMESPACE sluice::
+    FILE sluice-${name}-targets.cmake
+    DESTINATION "${SLUICE_INSTALL_CMAKEDIR}")
   # OPTIONAL: a module may not have public headers yet.
   install(DIRECTORY "${dir}/include/"
     DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

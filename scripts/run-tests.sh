@@ -117,6 +117,11 @@ cmake --build "$tmp/consumer" -j "$jobs"
 
 say "running the consumer"
 "$tmp/consumer/consumer"
+say "building a runtime-only consumer: find_package(sluice COMPONENTS io), no C++ standard set"
+cmake -S "$repo/tests/install/runtime_only" -B "$tmp/runtime_only" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"
+cmake --build "$tmp/runtime_only" -j "$jobs"
+"$repo/tests/install/echo_smoke.sh" "$tmp/runtime_only/echo_server_runtime_only"
 say "running the README's echo server example end to end"
 "$repo/tests/install/echo_smoke.sh" "$tmp/consumer/echo_server"
 if [[ -x "$prefix/bin/sluice" ]]; then
