@@ -2,11 +2,11 @@
 
 #include <dirent.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <iterator>
-#include <limits>
 #include <sstream>
 #include <string>
 
@@ -19,18 +19,13 @@ std::string read_file(const char* path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The system's boot time (seconds since the epoch): /proc/stat's btime.
-std::optional<std::uint64_t> boot_time() {
-  std::istringstream in(read_file("/proc/stat"));
-  for (std::string key; in >> key;) {
-    if (key == "btime") {
-      std::uint64_t t = 0;
-      if (in >> t) return t;
-      return std::nullopt;
-    }
-    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return std::nullopt;
+// The system's boot time, in seconds since the epoch: the real-time clock less the time since
+// boot (CLOCK_BOOTTIME counts suspend too, as /proc's start times do). Not /proc/stat's btime:
+// a unit with ProcSubset=pid sees no /proc/stat.
+std::optional<double> boot_time() {
+  timespec real{}, boot{};
+  if (::clock_gettime(CLOCK_REALTIME, &real) != 0 || ::clock_gettime(CLOCK_BOOTTIME, &boot) != 0) return std::nullopt;
+  return static_cast<double>(real.tv_sec - boot.tv_sec) + static_cast<double>(real.tv_nsec - boot.tv_nsec) / 1e9;
 }
 
 std::uint64_t count_open_fds() {
@@ -80,7 +75,7 @@ std::optional<process_sample> read_process_sample() {
   rlimit files{};
   if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) p.max_fds = files.rlim_cur;
   if (const auto boot = boot_time()) {
-    p.start_time_seconds = static_cast<double>(*boot) + static_cast<double>(start_ticks) / static_cast<double>(ticks);
+    p.start_time_seconds = *boot + static_cast<double>(start_ticks) / static_cast<double>(ticks);
   }
   return p;
 }

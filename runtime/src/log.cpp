@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -83,6 +84,28 @@ bool write_stderr(const char* text, std::size_t size) noexcept {
   return true;
 }
 
+// Whether stderr is the systemd journal's stream (JOURNAL_STREAM names its device and inode, as
+// systemd sets it for a service's stderr). Then each line starts with its priority, "<3>" to
+// "<7>" (sd-daemon(3)), so that `journalctl -p warning` finds the warnings.
+bool stderr_is_journal() noexcept {
+  const char* stream = std::getenv("JOURNAL_STREAM");
+  if (stream == nullptr) return false;
+  unsigned long long dev = 0, ino = 0;
+  if (std::sscanf(stream, "%llu:%llu", &dev, &ino) != 2) return false;
+  struct stat st {};
+  return ::fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+std::string_view journal_priority(log_level level) noexcept {
+  switch (level) {
+    case log_level::error: return "<3>";
+    case log_level::warn: return "<4>";
+    case log_level::info: return "<6>";
+    case log_level::debug: return "<7>";
+  }
+  return {};
+}
+
 // One line: as stderr shows it (with its newline), and its parts for a sink.
 struct entry {
   std::string line;
@@ -140,17 +163,26 @@ struct writer {
     work.notify_all();
   }
 
-  // The lines to stderr in one write when memory allows, else one write each.
+  // The lines to stderr in one write when memory allows, else one write each; each with its
+  // priority first when stderr is the journal.
   static void write_joined(std::string_view lost_note, const std::vector<entry>& batch, const entry* own) noexcept {
+    const bool journal = stderr_is_journal();
+    const auto priority = [journal](log_level l) { return journal ? journal_priority(l) : std::string_view(); };
     try {
-      std::string text(lost_note);
-      for (const entry& e : batch) text += e.line;
-      if (own != nullptr) text += own->line;
+      std::string text;
+      if (!lost_note.empty()) text.append(priority(log_level::warn)).append(lost_note);
+      for (const entry& e : batch) text.append(priority(e.level)).append(e.line);
+      if (own != nullptr) text.append(priority(own->level)).append(own->line);
       (void)write_stderr(text.data(), text.size());
     } catch (...) {
-      (void)write_stderr(lost_note.data(), lost_note.size());
-      for (const entry& e : batch) (void)write_stderr(e.line.data(), e.line.size());
-      if (own != nullptr) (void)write_stderr(own->line.data(), own->line.size());
+      const auto one = [&priority](log_level l, std::string_view line) {
+        const std::string_view p = priority(l);
+        (void)write_stderr(p.data(), p.size());
+        (void)write_stderr(line.data(), line.size());
+      };
+      if (!lost_note.empty()) one(log_level::warn, lost_note);
+      for (const entry& e : batch) one(e.level, e.line);
+      if (own != nullptr) one(own->level, own->line);
     }
   }
 

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -198,4 +199,31 @@ TEST_CASE("a forked child that logs from an executor and exits shows its lines",
   const auto end = sluice::test::run_in_child([] { sync_wait(log_numbered(0, 3)); });
   CHECK(end.exit_code == 0);
   CHECK_THAT(end.stderr_text, Catch::Contains("ex0 line 0") && Catch::Contains("ex0 line 2"));
+}
+
+TEST_CASE("log lines carry their journald priority when stderr is the journal's stream") {
+  // systemd sets JOURNAL_STREAM=<dev>:<ino> of the service's stderr; a line starting "<N>" is then
+  // logged at priority N. The child's stderr is a pipe: JOURNAL_STREAM names it, then another file.
+  const auto as_journal = sluice::test::run_in_child([] {
+    struct stat st {};
+    if (::fstat(STDERR_FILENO, &st) != 0) ::_exit(3);
+    const std::string stream = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+    ::setenv("JOURNAL_STREAM", stream.c_str(), 1);
+    sluice::runtime::log::error("an error for the journal");
+    sluice::runtime::log::warn("a warning for the journal");
+    sluice::runtime::log::flush();
+  });
+  CHECK(as_journal.exit_code == 0);
+  CHECK(as_journal.stderr_text.find("<3>") == 0);
+  CHECK(as_journal.stderr_text.find("\n<4>") != std::string::npos);
+  CHECK(as_journal.stderr_text.find("a warning for the journal") != std::string::npos);
+
+  const auto elsewhere = sluice::test::run_in_child([] {
+    ::setenv("JOURNAL_STREAM", "1:1", 1);  // another file: a terminal or a pipe of the user's
+    sluice::runtime::log::error("an error for a person");
+    sluice::runtime::log::flush();
+  });
+  CHECK(elsewhere.exit_code == 0);
+  CHECK(elsewhere.stderr_text.find('<') == std::string::npos);
+  CHECK(elsewhere.stderr_text.find("an error for a person") != std::string::npos);
 }
