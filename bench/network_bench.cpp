@@ -336,7 +336,7 @@ class network_bench final : public benchmark {
         {"--flush-ms", "flush timeout in milliseconds (0 = flush every record)", &shape_.flush_ms},
         {"--transport", "local or tcp", &shape_.transport},
         {"--records", "records per measurement", &shape_.records},
-        {"--all", "run the README matrix: {100, 1000} channels x {1, 100} ms x {local, tcp}", &all_},
+        {"--all", "run the matrix of docs/benchmarks.md: {100, 1000} channels x {1, 100} ms x {local, tcp}", &all_},
     };
   }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One job across three worker processes, coordinated through etcd (README "A job across hosts"):
+# One job across three worker processes, coordinated through etcd (docs/cluster.md, "Running a worker"):
 #   1. installs what is missing (etcd included), builds the sluice tool (Release);
 #   2. starts a private etcd;
 #   3. runs word count in one process (the reference result);
@@ -17,7 +17,7 @@
 # <its address>:7000 (tests/support/netns.hpp builds the same). They are deleted on exit.
 # Otherwise (or with --loopback) everything runs on this host: etcd on a Unix socket, the workers on
 # loopback ports the kernel picked. Across real hosts, give each worker its own --listen/--advertise
-# address and a shared checkpoint directory (README).
+# address and a shared checkpoint directory (docs/cluster.md).
 # Environment: SLUICE_BUILD_DIR=<dir> (default <repo>/build), SLUICE_JOBS=<n>, SLUICE_SKIP_DEPS=1,
 # SLUICE_DEMO_DIR=<dir> (default: a fresh temporary directory).
 set -euo pipefail

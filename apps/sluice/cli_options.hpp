@@ -23,7 +23,7 @@
 
 namespace sluice::apps {
 
-// The exit code of every usage error (README: "2 for bad usage"), never CLI11's own codes.
+// The exit code of every usage error (docs/cli.md, "Usage errors and numeric options"), never CLI11's own codes.
 inline constexpr int exit_usage = 2;
 
 // The ranges of the sample jobs' and generators' options: what one machine (tens of GiB of

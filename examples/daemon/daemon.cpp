@@ -1,5 +1,5 @@
-// A small service that embeds a sluice job in its own engine (the README's "Embedding a job"),
-// built against the installed package and run end to end by scripts/run-tests.sh
+// A small service that embeds a sluice job in its own engine (docs/writing-a-job.md, "Embedding a
+// job in a service"), built against the installed package and run end to end by scripts/run-tests.sh
 // (tests/install/daemon_smoke.sh).
 //
 //   sluice_daemon --input FILE --output DIR --checkpoint-dir DIR [--control HOST:PORT]

@@ -12,7 +12,7 @@
 //   each output directory must be the job's own (`.sluice-output`; a fresh run takes only an empty
 //   or new one). A directory another job holds, one that cannot be written, or one holding output
 //   that is not this job's is refused: exit code 2, the message naming the directory and why
-//   (README "Directories a job owns").
+//   (docs/cli.md, "Directories a job owns").
 // - Placement (job_plan.hpp): task t (numbered stage by stage, subtask by subtask: the same numbers
 //   every run) runs on executor t mod executors; everything of a task stays there. Each executor's
 //   pool of network memory is the sum of its tasks' budgets (job_plan.hpp's task_buffers).
@@ -138,15 +138,16 @@ struct job_settings {
   std::function<void(const snapshot::checkpoint_stats&)> on_checkpoint;
   // "HOST:PORT" ("127.0.0.1:9464", "[::1]:9464", ":9464" for every IPv4 interface; port 0: the
   // kernel chooses): the job serves Prometheus metrics at http://HOST:PORT/metrics (text format
-  // 0.0.4; README "Metrics") from its first executor while its tasks run. Empty: no endpoint. An
+  // 0.0.4; docs/operations.md, "Metrics") from its first executor while its tasks run. Empty: no endpoint. An
   // address that does not parse is std::invalid_argument; one that cannot be bound (in use, not
   // this host's) refuses the job before any task is made (exit code 2, the message names it).
   std::string metrics_address;
   // Once the metrics endpoint listens, with its port (the one
   // the kernel chose for port 0), just before the tasks run.
   std::function<void(std::uint16_t port)> on_metrics_listening;
-  // A stop request (from any thread, or from on_progress/on_checkpoint) stops the job as SIGTERM
-  // does: no final checkpoint, exit code 130, and the next run resumes from the latest checkpoint.
+  // A stop request (from any thread, or from on_progress/on_checkpoint) stops the job at once, as
+  // SIGINT (or SIGTERM with stop_mode::now) does: no final checkpoint, exit code 130, and the next
+  // run resumes from the latest checkpoint.
   std::stop_token stop;
   // A stop request here stops the job with a final checkpoint (stop_mode::drain): exit code 0,
   // job_result::stopped_at.
