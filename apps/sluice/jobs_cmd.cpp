@@ -36,7 +36,8 @@ constexpr const char* job_help_footer = R"(Exit codes:
        the rerun resumes
 
 The progress line (on a terminal; --quiet hides it) and the closing summary:
-  ELAPSED | P% (of the input read), T left | N records (taken by the job's tasks) | R rec/s |
+  ELAPSED | P% (of the input read), T left | N lines read (SIZE) | R lines/s (what the sources
+  read: lines for wordcount, rows for join, events for nexmark; the bytes of an input file) |
   N written (records the sinks published) | backpressure B% (share of time the tasks waited for
   output credit) | last chk-N: D ms, SIZE (the newest completed checkpoint) | chk-N running T
   (one running for a second or more) | N aborted (checkpoints))";
@@ -98,8 +99,19 @@ snapshot::checkpoint_mode parse_mode(const std::string& m) {
   return snapshot::checkpoint_mode::aligned;
 }
 
+// What a sample job's sources read, as its progress line and summary count it.
+const char* source_unit(const char* what) {
+  const std::string_view w(what);
+  if (w == "wordcount") return "lines";
+  if (w == "join") return "rows";
+  if (w == "nexmark") return "events";
+  return "records";
+}
+
 // The progress part of the summary: the whole run, at its average rate.
-std::string progress_text(const dataflow::job_progress& p) { return format_progress(summary_fields(p)); }
+std::string progress_text(const dataflow::job_progress& p, const char* what) {
+  return format_progress(summary_fields(p, source_unit(what)));
+}
 
 // SIGINT and SIGTERM stay blocked on this thread from before the job's engine starts to the process's
 // exit. The engine reads them while the job runs and, when it stops, restores the mask it found: were
@@ -135,7 +147,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what, 
   settings.handle_signals = true;
   settings.sigterm = o.on_sigterm == "now" ? dataflow::stop_mode::now : dataflow::stop_mode::drain;
   progress_line line({.quiet = o.quiet});
-  progress_sampler sampler;
+  progress_sampler sampler(source_unit(what));
   // Under systemd (NOTIFY_SOCKET): READY=1, STATUS=, WATCHDOG=1, STOPPING=1 (service_notify.hpp).
   // All three callbacks run on the job's host thread, as the line's do: a service manager that does
   // not read its socket (sd_notify blocks) delays the notifications, never the job.
@@ -190,7 +202,7 @@ int run(dataflow::job_builder& job, const job_cli_options& o, const char* what, 
                            : r.exit_code == 130 ? "stopped (resumable)"
                                                 : "FAILED",
                            r.final.checkpoints_completed,
-                           r.final.checkpoints_aborted, progress_text(r.final));
+                           r.final.checkpoints_aborted, progress_text(r.final, what));
     if (r.exit_code != 0 || !r.message.empty()) summary += fmt::format("\nsluice {}: {}", what, r.message);
     if (extra) summary += extra(r);
   }

@@ -62,8 +62,11 @@ std::string format_progress(const progress_fields& f) {
     out += fmt::format(" | {:.0f}%", std::floor(fraction * 100.0));
     if (f.time_left_ms && fraction < 1.0) out += fmt::format(", {} left", elapsed(*f.time_left_ms));
   }
-  if (f.records_total) out += fmt::format(" | {} records", grouped(*f.records_total));
-  if (f.records_per_second) out += fmt::format(" | {} rec/s", rate(*f.records_per_second));
+  if (f.records_total) {
+    out += fmt::format(" | {} {} read", grouped(*f.records_total), f.unit);
+    if (f.bytes_read) out += fmt::format(" ({})", snapshot::format_size(*f.bytes_read));
+  }
+  if (f.records_per_second) out += fmt::format(" | {} {}/s", rate(*f.records_per_second), f.unit);
   if (f.records_written && *f.records_written > 0) out += fmt::format(" | {} written", grouped(*f.records_written));
   if (f.backpressure) {
     const double fraction = std::isnan(*f.backpressure) ? 0.0 : std::clamp(*f.backpressure, 0.0, 1.0);

@@ -8,7 +8,7 @@
 //
 //   progress_line progress({.quiet = opts.quiet});
 //   for (...) { progress.set_records(total, rate); progress.update(); }
-//   progress.finish(fmt::format("done: {} records", total));
+//   progress.finish(fmt::format("done: {} lines", total));
 //
 // One owner calls set*/update/finish (typically a timer task on one executor). print_above() may be
 // called from any thread meanwhile (the log's sink: runtime/log.hpp): the line's output is locked.
@@ -40,7 +40,11 @@ struct progress_fields {
   std::optional<double> done;                 // fraction of the input read, 0..1
   std::optional<std::uint64_t> time_left_ms;  // an estimate, with `done`
 
+  // What the sources read, in the unit a user knows the input by (lines of a text file, rows of
+  // a CSV file, events), and its bytes where the input is a file.
+  const char* unit = "records";
   std::optional<std::uint64_t> records_total;
+  std::optional<std::uint64_t> bytes_read;
   std::optional<double> records_per_second;
   std::optional<std::uint64_t> records_written;  // by the sinks; shown when not 0
   std::optional<double> backpressure;  // fraction of time blocked on credit, 0..1
@@ -49,8 +53,8 @@ struct progress_fields {
   std::optional<std::uint64_t> checkpoints_aborted;              // shown when not 0
 };
 
-// "1m05s | 45%, 1m20s left | 1,234,567 records | 98.1k rec/s | 1,200 written | backpressure 12% |
-//  last chk-7: 143 ms, 10.6 KiB | chk-8 running 2.1 s | 2 aborted"
+// "1m05s | 45%, 1m20s left | 1,234,567 lines read (30.2 MiB) | 98.1k lines/s | 1,200 written |
+//  backpressure 12% | last chk-7: 143 ms, 10.6 KiB | chk-8 running 2.1 s | 2 aborted"
 std::string format_progress(const progress_fields& fields);
 
 class progress_line {

@@ -12,11 +12,14 @@ std::uint64_t to_ms(std::chrono::nanoseconds d) {
   return ms > 0 ? static_cast<std::uint64_t>(ms) : 0;
 }
 
-// The fields but for the rate.
-progress_fields common_fields(const dataflow::job_progress& p) {
+// The fields but for the rate: what the sources read (not what the other tasks took: behind a
+// combiner, that is its pairs).
+progress_fields common_fields(const dataflow::job_progress& p, const char* unit) {
   progress_fields f;
   f.elapsed_ms = to_ms(p.elapsed);
-  f.records_total = p.records_in;
+  f.unit = unit;
+  f.records_total = p.source_records;
+  if (p.input_total > 0) f.bytes_read = p.input_done;
   f.records_written = p.records_written;
   f.backpressure = p.backpressure;
   if (p.input_total > 0) f.done = static_cast<double>(p.input_done) / static_cast<double>(p.input_total);
@@ -33,14 +36,15 @@ progress_fields common_fields(const dataflow::job_progress& p) {
 }  // namespace
 
 progress_fields progress_sampler::next(const dataflow::job_progress& sample) {
-  progress_fields f = common_fields(sample);
+  progress_fields f = common_fields(sample, unit_);
   if (sample.elapsed > previous_elapsed_) {
     // The total only grows; a smaller one (not expected) counts as no records, not as a wrap-around.
-    const std::uint64_t records = sample.records_in > previous_records_ ? sample.records_in - previous_records_ : 0;
+    const std::uint64_t records =
+        sample.source_records > previous_records_ ? sample.source_records - previous_records_ : 0;
     const double seconds = std::chrono::duration<double>(sample.elapsed - previous_elapsed_).count();
     rate_ = static_cast<double>(records) / seconds;
     previous_elapsed_ = sample.elapsed;
-    previous_records_ = sample.records_in;
+    previous_records_ = sample.source_records;
   }
   f.records_per_second = rate_;
   if (sample.input_total > 0) {
@@ -56,10 +60,10 @@ progress_fields progress_sampler::next(const dataflow::job_progress& sample) {
   return f;
 }
 
-progress_fields summary_fields(const dataflow::job_progress& final) {
-  progress_fields f = common_fields(final);
+progress_fields summary_fields(const dataflow::job_progress& final, const char* unit) {
+  progress_fields f = common_fields(final, unit);
   const double seconds = std::chrono::duration<double>(final.elapsed).count();
-  if (seconds > 0) f.records_per_second = static_cast<double>(final.records_in) / seconds;
+  if (seconds > 0) f.records_per_second = static_cast<double>(final.source_records) / seconds;
   return f;
 }
 

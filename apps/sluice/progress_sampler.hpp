@@ -25,11 +25,15 @@ namespace sluice::apps {
 
 class progress_sampler {
  public:
+  // `unit`: what the sources read, as the line names it ("lines", "rows", "events").
+  explicit progress_sampler(const char* unit = "records") : unit_(unit) {}
+
   // The fields for `sample`, its rate measured from the previous sample. A sample no later than
   // the previous one keeps the previous rate (there is no interval to measure over).
   progress_fields next(const dataflow::job_progress& sample);
 
  private:
+  const char* unit_;
   std::chrono::nanoseconds previous_elapsed_{0};
   std::uint64_t previous_records_ = 0;
   std::optional<double> rate_;
@@ -40,6 +44,6 @@ class progress_sampler {
 
 // The fields of the summary of a run that ended with `final`: its records/s is the average over the
 // run (none for a run that took no time).
-progress_fields summary_fields(const dataflow::job_progress& final);
+progress_fields summary_fields(const dataflow::job_progress& final, const char* unit = "records");
 
 }  // namespace sluice::apps

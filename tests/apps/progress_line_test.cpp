@@ -45,7 +45,7 @@ TEST_CASE("the progress line shows the fields the job set, in a fixed order", "[
   f.records_per_second = 98'140.0;
   f.backpressure = 0.125;
   f.last_checkpoint = checkpoint_progress{7, 143, 10'896};
-  CHECK(format_progress(f) == "12.3 s | 1,234,567 records | 98.1k rec/s | backpressure 12% | last chk-7: 143 ms, 10.6 KiB");
+  CHECK(format_progress(f) == "12.3 s | 1,234,567 records read | 98.1k records/s | backpressure 12% | last chk-7: 143 ms, 10.6 KiB");
   f.records_total.reset();
   f.records_per_second.reset();
   CHECK(format_progress(f) == "12.3 s | backpressure 12% | last chk-7: 143 ms, 10.6 KiB");
@@ -66,14 +66,14 @@ TEST_CASE("progress numbers: elapsed time, grouped totals, scaled rates and clam
   f.elapsed_ms = 0;
   f.records_total = 999;
   f.records_per_second = 999.4;
-  CHECK(format_progress(f) == "0.0 s | 999 records | 999 rec/s");
+  CHECK(format_progress(f) == "0.0 s | 999 records read | 999 records/s");
   f.records_total = 1000;
   f.records_per_second = 999.6;
-  CHECK(format_progress(f) == "0.0 s | 1,000 records | 1.0k rec/s");
+  CHECK(format_progress(f) == "0.0 s | 1,000 records read | 1.0k records/s");
   f.records_per_second = 2.5e6;
-  CHECK(format_progress(f) == "0.0 s | 1,000 records | 2.5M rec/s");
+  CHECK(format_progress(f) == "0.0 s | 1,000 records read | 2.5M records/s");
   f.records_per_second = std::numeric_limits<double>::quiet_NaN();
-  CHECK(format_progress(f) == "0.0 s | 1,000 records | 0 rec/s");
+  CHECK(format_progress(f) == "0.0 s | 1,000 records read | 0 records/s");
 
   f = {};
   f.backpressure = 1.7;
@@ -98,8 +98,8 @@ TEST_CASE("on a terminal the line is redrawn in place at most every 250 ms, then
     line.update(t0 + 2000ms);  // after finish: nothing
   }
   CHECK(contents(out.file) ==
-        "\r1.0 s | 10 records | 5 rec/s\x1b[K"
-        "\r1.2 s | 20 records | 10 rec/s\x1b[K"
+        "\r1.0 s | 10 records read | 5 records/s\x1b[K"
+        "\r1.2 s | 20 records read | 10 records/s\x1b[K"
         "\r\x1b[Kdone: 20 records\n");
 }
 
@@ -128,9 +128,9 @@ TEST_CASE("a log line printed above the status line clears it first and draws it
   }
   CHECK(contents(out.file) ==
         "before any status\n"
-        "\r1.0 s | 10 records | 5 rec/s\x1b[K"
+        "\r1.0 s | 10 records read | 5 records/s\x1b[K"
         "\r\x1b[K2026-12-02T03:00:15.293Z warn  ex0 something happened\n"
-        "1.0 s | 10 records | 5 rec/s"
+        "1.0 s | 10 records read | 5 records/s"
         "\r\x1b[Kdone: 10 records\n"
         "after the summary\n");
 }
@@ -164,5 +164,5 @@ TEST_CASE("set() replaces every field shown, but the elapsed time comes from the
   CHECK_FALSE(line.fields(t0).backpressure.has_value());
   line.update(t0 + 2s);
   line.finish("done");
-  CHECK(contents(out.file) == "\r2.0 s | 42 records | 7 rec/s\x1b[K\r\x1b[Kdone\n");
+  CHECK(contents(out.file) == "\r2.0 s | 42 records read | 7 records/s\x1b[K\r\x1b[Kdone\n");
 }

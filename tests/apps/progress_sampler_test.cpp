@@ -20,7 +20,7 @@ namespace {
 job_progress sample(std::chrono::nanoseconds elapsed, std::uint64_t records) {
   job_progress p;
   p.elapsed = elapsed;
-  p.records_in = records;
+  p.source_records = records;
   return p;
 }
 
@@ -63,10 +63,10 @@ TEST_CASE("the line shows the backpressure, and the last checkpoint once there i
   progress_sampler sampler;
   job_progress p = sample(1500ms, 1'234'567);
   p.backpressure = 0.25;
-  CHECK(format_progress(sampler.next(p)) == "1.5 s | 1,234,567 records | 823.0k rec/s | backpressure 25%");
+  CHECK(format_progress(sampler.next(p)) == "1.5 s | 1,234,567 records read | 823.0k records/s | backpressure 25%");
 
   p.elapsed = 2500ms;
-  p.records_in = 1'334'567;
+  p.source_records = 1'334'567;
   p.last_checkpoint = 7;
   p.last_checkpoint_duration = 142'600us;  // rounded to the nearest millisecond
   p.last_checkpoint_bytes = 10'896;
@@ -77,7 +77,7 @@ TEST_CASE("the line shows the backpressure, and the last checkpoint once there i
   CHECK(f.last_checkpoint->duration_ms == 143u);
   CHECK(f.last_checkpoint->size_bytes == 10'896u);
   CHECK(format_progress(f) ==
-        "2.5 s | 1,334,567 records | 100.0k rec/s | backpressure 25% | last chk-7: 143 ms, 10.6 KiB");
+        "2.5 s | 1,334,567 records read | 100.0k records/s | backpressure 25% | last chk-7: 143 ms, 10.6 KiB");
 }
 
 TEST_CASE("the summary's records/s is the average over the whole run", "[progress]") {
@@ -86,7 +86,7 @@ TEST_CASE("the summary's records/s is the average over the whole run", "[progres
   final.last_checkpoint_duration = 2ms;
   final.last_checkpoint_bytes = 512;
   CHECK(format_progress(summary_fields(final)) ==
-        "4.0 s | 10,000 records | 2.5k rec/s | backpressure 0% | last chk-3: 2 ms, 512 B");
+        "4.0 s | 10,000 records read | 2.5k records/s | backpressure 0% | last chk-3: 2 ms, 512 B");
   // A run that took no time has no rate.
   CHECK_FALSE(summary_fields(sample(0ns, 0)).records_per_second.has_value());
 }
@@ -101,12 +101,12 @@ TEST_CASE("for file inputs the line shows how much is read and the time left at 
   CHECK(*first.done == Approx(0.3));
   CHECK_FALSE(first.time_left_ms.has_value());  // no pace yet
   p.elapsed = 3s;
-  p.records_in = 3'000;
+  p.source_records = 3'000;
   p.input_done = 500'000;  // 200,000 bytes in 2 s: 500,000 left take 5 s
   const progress_fields f = sampler.next(p);
   REQUIRE(f.time_left_ms.has_value());
   CHECK(*f.time_left_ms == 5000u);
-  CHECK(format_progress(f) == "3.0 s | 50%, 5.0 s left | 3,000 records | 1.0k rec/s | backpressure 0%");
+  CHECK(format_progress(f) == "3.0 s | 50%, 5.0 s left | 3,000 records read (488.3 KiB) | 1.0k records/s | backpressure 0%");
   p.input_done = 1'000'000;
   p.elapsed = 4s;
   CHECK_THAT(format_progress(sampler.next(p)), Catch::StartsWith("4.0 s | 100% | "));  // no "left" once read
@@ -119,10 +119,22 @@ TEST_CASE("the line shows records written, a checkpoint running for a second or 
   p.running_checkpoint = 9;
   p.running_checkpoint_age = 900ms;  // under a second: not shown
   p.checkpoints_aborted = 0;
-  CHECK(format_progress(sampler.next(p)) == "2.0 s | 2,000 records | 1.0k rec/s | 1,500 written | backpressure 0%");
+  CHECK(format_progress(sampler.next(p)) == "2.0 s | 2,000 records read | 1.0k records/s | 1,500 written | backpressure 0%");
   p.elapsed = 3s;
   p.running_checkpoint_age = 2'100ms;
   p.checkpoints_aborted = 2;
   CHECK(format_progress(sampler.next(p)) ==
-        "3.0 s | 2,000 records | 0 rec/s | 1,500 written | backpressure 0% | chk-9 running 2.1 s | 2 aborted");
+        "3.0 s | 2,000 records read | 0 records/s | 1,500 written | backpressure 0% | chk-9 running 2.1 s | 2 aborted");
+}
+
+TEST_CASE("the line counts what the sources read, in the job's unit, not what a combiner passed on") {
+  // A word count behind its combiner: 2,000,000 lines read, 200 (word, count) pairs exchanged.
+  progress_sampler sampler("lines");
+  job_progress p = sample(2s, 0);
+  p.source_records = 2'000'000;
+  p.records_in = 200;
+  p.input_total = 50'000'000;
+  p.input_done = 50'000'000;
+  CHECK_THAT(format_progress(sampler.next(p)), Catch::Contains("| 2,000,000 lines read (47.7 MiB) | 1.0M lines/s |"));
+  CHECK_THAT(format_progress(summary_fields(p, "lines")), Catch::Contains("| 2,000,000 lines read (47.7 MiB) | 1.0M lines/s"));
 }

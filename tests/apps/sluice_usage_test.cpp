@@ -234,7 +234,7 @@ TEST_CASE("every job command's --help lists the exit codes and the progress line
     CHECK(r.exit_code == 0);
     CHECK(r.out.find(std::string("Usage: sluice ") + command) != std::string::npos);
     for (const char* code : {"\n  0 ", "\n  1 ", "\n  2 ", "\n  130 "}) CHECK(r.out.find(code) != std::string::npos);
-    for (const char* field : {"rec/s", "written", "backpressure", "last chk-N"}) CHECK(r.out.find(field) != std::string::npos);
+    for (const char* field : {"lines read", "lines/s", "written", "backpressure", "last chk-N"}) CHECK(r.out.find(field) != std::string::npos);
   }
 }
 
