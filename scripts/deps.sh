@@ -121,6 +121,19 @@ sluice_demo_tool() {
   sluice="$release/apps/sluice/sluice"
 }
 
+# sluice_newest_manifest <checkpoint dir>: the newest checkpoint id whose manifest has bytes (0 if
+# none): what the demos wait for before they kill. With one checkpoint in flight, chk-N's manifest
+# appears only once chk-(N-1) has completed.
+sluice_newest_manifest() {
+  local newest=0 d id
+  for d in "$1"/chk-*; do
+    [ -s "$d/_manifest" ] || continue
+    id=${d##*/chk-}
+    [[ $id =~ ^[0-9]+$ ]] && [ "$id" -gt "$newest" ] && newest=$id
+  done
+  echo "$newest"
+}
+
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   sluice_deps
 fi

@@ -142,22 +142,11 @@ start_worker() {
   pids[$i]=$!
 }
 
-# The newest checkpoint whose manifest has bytes (0 if none). With one checkpoint in flight,
-# chk-N's manifest appears only once chk-(N-1) has completed.
-newest_manifest() {
-  local newest=0 d id
-  for d in "$1"/chk-*; do
-    [ -s "$d/_manifest" ] || continue
-    id=${d##*/chk-}
-    [[ $id =~ ^[0-9]+$ ]] && [ "$id" -gt "$newest" ] && newest=$id
-  done
-  echo "$newest"
-}
 running() { kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[1]}" 2>/dev/null || kill -0 "${pids[2]}" 2>/dev/null; }
 # Waits until a checkpoint newer than $1 has completed (chk-($1+2)'s manifest is seen), while the job runs.
 wait_for_checkpoint_after() {
   local after=$1
-  while [ "$(newest_manifest "$work/checkpoints")" -lt $((after + 2)) ] && running; do sleep 0.02; done
+  while [ "$(sluice_newest_manifest "$work/checkpoints")" -lt $((after + 2)) ] && running; do sleep 0.02; done
   running
 }
 # The worker that leads the job now: the newest "worker N leads job" line of the workers' logs.
@@ -169,7 +158,7 @@ kill_and_restart() {
     exit 1
   fi
   wait "${pids[$i]}" 2>/dev/null || true
-  echo "==> worker $i ($role) killed with SIGKILL after checkpoint $(newest_manifest "$work/checkpoints");" \
+  echo "==> worker $i ($role) killed with SIGKILL after checkpoint $(sluice_newest_manifest "$work/checkpoints");" \
        "starting it again (the job restarts from its newest valid checkpoint)"
   start_worker "$i"
 }
@@ -183,7 +172,7 @@ fi
 lead=$(leader)
 follower=$(( (lead + 1) % 3 ))
 kill_and_restart "$follower" follower
-if ! wait_for_checkpoint_after "$(newest_manifest "$work/checkpoints")"; then
+if ! wait_for_checkpoint_after "$(sluice_newest_manifest "$work/checkpoints")"; then
   echo "==> FAILED: the job ended before the restarted attempt completed a checkpoint" >&2
   exit 1
 fi

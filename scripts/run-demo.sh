@@ -41,23 +41,12 @@ job=(wordcount --input "$work/corpus.txt" --window-lines 10000 --checkpoint-mode
 echo "==> 1. word count per window of 10,000 lines, uninterrupted"
 "$sluice" "${job[@]}" --output "$work/reference" --checkpoint-dir "$work/reference-checkpoints"
 
-# The newest checkpoint whose manifest has bytes (0 if none). With one checkpoint in flight,
-# chk-N's manifest appears only once chk-(N-1) has completed.
-newest_manifest() {
-  local newest=0 d id
-  for d in "$1"/chk-*; do
-    [ -s "$d/_manifest" ] || continue
-    id=${d##*/chk-}
-    [[ $id =~ ^[0-9]+$ ]] && [ "$id" -gt "$newest" ] && newest=$id
-  done
-  echo "$newest"
-}
 
 echo "==> 2. the same job, throttled, killed with SIGKILL once its first checkpoint has completed"
 args=("${job[@]}" --output "$work/out" --checkpoint-dir "$work/checkpoints" --slow-sink-us 100)
 "$sluice" "${args[@]}" --quiet &
 pid=$!
-while [ "$(newest_manifest "$work/checkpoints")" -lt 2 ] && kill -0 "$pid" 2>/dev/null; do sleep 0.02; done
+while [ "$(sluice_newest_manifest "$work/checkpoints")" -lt 2 ] && kill -0 "$pid" 2>/dev/null; do sleep 0.02; done
 if ! kill -KILL "$pid" 2>/dev/null; then
   wait "$pid" || true
   echo "==> FAILED: the job ended before its first checkpoint could be seen, so the kill could not land" >&2
