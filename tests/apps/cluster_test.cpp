@@ -55,16 +55,24 @@ struct cluster_fixture {
   std::unique_ptr<tool_process> start(const std::string& job, unsigned workers, unsigned index,
                                       std::vector<std::string> extra = {}) const {
     return std::make_unique<tool_process>(worker_args(job, workers, index, std::move(extra)),
-                                          dir.file(job + "-w" + std::to_string(index) + ".log"));
+                                          dir.file(job + "-w" + std::to_string(index) + ".log"), std::string(),
+                                          std::vector<std::string>{"SLUICE_LOG=info"});
   }
 };
 
-// Waits for every worker; each must exit 0.
+// Waits for every worker; each must exit 0. The workers log at level info (what the leader waits
+// for, which attempt each runs), and a worker that does not end shows every worker's log: a hang
+// of the protocol is told by all of them.
 void expect_all_done(std::vector<std::unique_ptr<tool_process>>& workers) {
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const std::optional<int> code = workers[i]->wait(120s);
     INFO("worker " << i << " log:\n" << workers[i]->log());
-    REQUIRE(code.has_value());
+    if (!code) {
+      std::string all;
+      for (std::size_t j = 0; j < workers.size(); ++j) all += "--- worker " + std::to_string(j) + ":\n" + workers[j]->log();
+      INFO("every worker's log:\n" << all);
+      REQUIRE(code.has_value());
+    }
     CHECK(*code == 0);
   }
 }
@@ -341,7 +349,8 @@ TEST_CASE("cluster: the window join across 3 workers, one killed with SIGKILL at
                                      "--parallelism", "3", "--checkpoint-interval-ms", "100", "--quiet", "--cluster",
                                      f.etcd.endpoint(), "--job-name", "join", "--workers", "3", "--worker-index",
                                      std::to_string(index), "--listen", "127.0.0.1:" + std::to_string(f.ports[index])};
-    return std::make_unique<tool_process>(args, f.dir.file("join-w" + std::to_string(index) + ".log"));
+    return std::make_unique<tool_process>(args, f.dir.file("join-w" + std::to_string(index) + ".log"), std::string(),
+                                          std::vector<std::string>{"SLUICE_LOG=info"});
   };
   std::vector<std::unique_ptr<tool_process>> workers;
   for (unsigned i = 0; i < 3; ++i) workers.push_back(start(i));
