@@ -2,6 +2,8 @@
 
 #include "progress.hpp"
 
+#include <sluice/runtime/assert.hpp>
+
 #include <sluice/snapshot/checkpoint_report.hpp>
 
 #include <fmt/core.h>
@@ -10,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 
 namespace sluice::apps {
@@ -88,7 +89,7 @@ progress_line::progress_line(options o)
       draws_(!o.quiet && o.terminal.value_or(::isatty(::fileno(o.out)) == 1)),
       width_(o.width.value_or(draws_ ? terminal_width(o.out) : default_width)),
       start_(o.start) {
-  assert(out_ != nullptr);
+  SLUICE_ASSERT(out_ != nullptr, "progress_line: no output stream");
 }
 
 progress_line::~progress_line() {
