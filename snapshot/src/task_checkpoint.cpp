@@ -6,6 +6,7 @@
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/timer.hpp>
+#include <sluice/runtime/when_all.hpp>
 
 #include <fmt/core.h>
 
@@ -29,8 +30,10 @@ io::error task_checkpoint::failure(std::string what) const {
 
 runtime::task<io::result<void>> task_checkpoint::take(checkpoint_id id, checkpoint_mode mode, std::string dir) {
   runtime::log::debug("task {}: snapshot for checkpoint {} ({})", options_.name, id, to_string(mode));
-  const auto snapshot_started = runtime::executor::current()->now();
-  std::vector<operator_snapshot> ops = subject_->operator_states();
+  runtime::executor& home = *runtime::executor::current();
+  const auto snapshot_started = home.now();
+  taken_state ops = subject_->operator_states();
+  const std::chrono::nanoseconds sync = home.now() - snapshot_started;
   // Not `cond ? co_await a : co_await b`: GCC 12 destroys that expression's result twice (the
   // simulation found the double free when a state write failed: --job wordcount --seeds 34).
   io::result<bool> started = false;
@@ -40,7 +43,7 @@ runtime::task<io::result<void>> task_checkpoint::take(checkpoint_id id, checkpoi
     started = co_await take_aligned(id, mode, std::move(dir), std::move(ops));
   }
   if (!started) co_return std::move(started).error();
-  if (started.value()) watchers_.spawn(watch(id, snapshot_started, mode == checkpoint_mode::unaligned));
+  if (started.value()) watchers_.spawn(watch(id, snapshot_started, sync, mode == checkpoint_mode::unaligned));
   co_return io::success();
 }
 
@@ -49,12 +52,12 @@ runtime::task<io::result<void>> task_checkpoint::take(checkpoint_id id, checkpoi
 // does not wait for the backlog either: the backlog is stored (as an unaligned checkpoint stores it)
 // and goes out first after a recovery.
 runtime::task<io::result<bool>> task_checkpoint::take_aligned(checkpoint_id id, checkpoint_mode mode, std::string dir,
-                                                              std::vector<operator_snapshot> ops) {
+                                                              taken_state ops) {
   std::optional<std::vector<std::byte>> backlog = subject_->output_backlog();
   const bool may_switch = mode == checkpoint_mode::aligned_timeout && options_.alignment_timeout.count() > 0 &&
                           options_.partition != nullptr && backlog.has_value();
   if (may_switch) {
-    ops.push_back({section_index(state_section::output_backlog), std::move(*backlog)});
+    ops.now.push_back({section_index(state_section::output_backlog), std::move(*backlog)});
   } else if (subject_->output_backlogged()) {
     io::result<void> drained = co_await subject_->drain_output();
     if (!drained) co_return std::move(drained).error();
@@ -62,7 +65,7 @@ runtime::task<io::result<bool>> task_checkpoint::take_aligned(checkpoint_id id, 
   if (subject_->is_sink()) {
     io::result<std::vector<std::byte>> sink = co_await subject_->sink_state(id);
     if (!sink) co_return std::move(sink).error();
-    ops.push_back({section_index(state_section::sink), std::move(sink).value()});
+    ops.now.push_back({section_index(state_section::sink), std::move(sink).value()});
   }
   if (may_switch) {
     // The announcement overtakes the output with priority, so the consumers' alignment timeouts
@@ -84,18 +87,28 @@ runtime::task<io::result<bool>> task_checkpoint::take_aligned(checkpoint_id id, 
       runtime::log::info("task {}: checkpoint {}: {}", options_.name, id, started.error().message());
       co_return false;
     }
-    for (operator_snapshot& op : ops) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
+    for (operator_snapshot& op : ops.now) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
     (void)writer_.finish_input(id);  // the input was aligned: no input channel state
-    watchers_.spawn(switch_after_timeout(id, std::move(*barrier)));
+    watchers_.spawn(switch_after_timeout(id, std::move(*barrier), std::move(ops.later)));
     co_return true;
   }
-  io::result<void> started = writer_.start_aligned(id, std::move(dir), std::move(ops));
-  if (!started) runtime::log::info("task {}: checkpoint {}: {}", options_.name, id, started.error().message());
-  co_return static_cast<bool>(started);
+  if (ops.later.empty()) {
+    io::result<void> started = writer_.start_aligned(id, std::move(dir), std::move(ops.now));
+    if (!started) runtime::log::info("task {}: checkpoint {}: {}", options_.name, id, started.error().message());
+    co_return static_cast<bool>(started);
+  }
+  // Deferred parts follow: the file takes operator state after its start, no channel state.
+  io::result<void> started = writer_.start(id, std::move(dir));
+  if (!started) {
+    runtime::log::info("task {}: checkpoint {}: {}", options_.name, id, started.error().message());
+    co_return false;
+  }
+  (void)writer_.finish_input(id);
+  add_operator_states(id, std::move(ops), std::nullopt);
+  co_return true;
 }
 
-runtime::task<io::result<bool>> task_checkpoint::take_unaligned(checkpoint_id id, std::string dir,
-                                                                std::vector<operator_snapshot> ops) {
+runtime::task<io::result<bool>> task_checkpoint::take_unaligned(checkpoint_id id, std::string dir, taken_state ops) {
   io::result<void> started = writer_.start(id, std::move(dir));
   if (!started) {
     runtime::log::info("task {}: checkpoint {}: {}", options_.name, id, started.error().message());
@@ -134,14 +147,41 @@ runtime::task<io::result<bool>> task_checkpoint::take_unaligned(checkpoint_id id
   co_return true;
 }
 
-void task_checkpoint::add_operator_states(checkpoint_id id, std::vector<operator_snapshot> ops,
+void task_checkpoint::add_operator_states(checkpoint_id id, taken_state ops,
                                           std::optional<std::vector<std::byte>> backlog) {
-  if (backlog) ops.push_back({section_index(state_section::output_backlog), std::move(*backlog)});
-  for (operator_snapshot& op : ops) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
+  if (backlog) ops.now.push_back({section_index(state_section::output_backlog), std::move(*backlog)});
+  for (operator_snapshot& op : ops.now) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
+  if (ops.later.empty()) {
+    (void)writer_.finish_output(id);
+  } else {
+    watchers_.spawn(write_deferred_then_finish(id, std::move(ops.later)));
+  }
+}
+
+// A slice is about this many bytes: a few hundred microseconds of encoding at most.
+static constexpr std::size_t deferred_slice_bytes = 64 * 1024;
+
+runtime::task<void> task_checkpoint::write_deferred(checkpoint_id id, std::vector<deferred_operator_state> later) {
+  for (deferred_operator_state& part : later) {
+    for (bool done = false; !done;) {
+      std::vector<std::byte> slice;
+      done = part.state->next_slice(slice, deferred_slice_bytes);
+      if (!slice.empty()) {
+        io::result<void> added = writer_.add_operator_state(id, part.operator_index, std::move(slice));
+        if (!added) co_return;  // aborted, subsumed or closed: the rest is not wanted
+      }
+      if (!done) co_await runtime::yield();
+    }
+  }
+}
+
+runtime::task<void> task_checkpoint::write_deferred_then_finish(checkpoint_id id,
+                                                                std::vector<deferred_operator_state> later) {
+  co_await write_deferred(id, std::move(later));
   (void)writer_.finish_output(id);
 }
 
-runtime::task<void> task_checkpoint::add_sink_state(checkpoint_id id, std::vector<operator_snapshot> ops,
+runtime::task<void> task_checkpoint::add_sink_state(checkpoint_id id, taken_state ops,
                                                     std::optional<std::vector<std::byte>> backlog) {
   io::result<std::vector<std::byte>> sink = co_await subject_->sink_state(id);
   if (!sink) {
@@ -149,7 +189,7 @@ runtime::task<void> task_checkpoint::add_sink_state(checkpoint_id id, std::vecto
     subject_->fail_task(std::move(sink).error());
     co_return;
   }
-  ops.push_back({section_index(state_section::sink), std::move(sink).value()});
+  ops.now.push_back({section_index(state_section::sink), std::move(sink).value()});
   add_operator_states(id, std::move(ops), std::move(backlog));
 }
 
@@ -204,13 +244,22 @@ bool task_checkpoint::barrier_queued(const bf::buffer_view& barrier) const {
 
 // An aligned-with-timeout barrier still queued in the output when the alignment timeout (counted
 // from when this task sent it) passes becomes a priority event; the data it overtakes is output
-// channel state of the checkpoint. Checked every millisecond until then.
-runtime::task<void> task_checkpoint::switch_after_timeout(checkpoint_id id, bf::buffer_view barrier) {
+// channel state of the checkpoint. Checked every millisecond until then. The deferred operator
+// states are written meanwhile; the output side finishes once both are done.
+runtime::task<void> task_checkpoint::switch_after_timeout(checkpoint_id id, bf::buffer_view barrier,
+                                                          std::vector<deferred_operator_state> later) {
+  auto [switched, written] = co_await runtime::when_all(switch_when_due(id, std::move(barrier)),
+                                                        write_deferred(id, std::move(later)));
+  (void)written;
+  if (switched) (void)writer_.finish_output(id);  // not when the task is stopping
+}
+
+runtime::task<bool> task_checkpoint::switch_when_due(checkpoint_id id, bf::buffer_view barrier) {
   runtime::executor& home = *runtime::executor::current();
   const auto deadline = home.now() + options_.alignment_timeout;
   while (barrier_queued(barrier) && home.now() < deadline) {
     const bool slept = co_await runtime::sleep_for(std::chrono::milliseconds(1));
-    if (!slept) co_return;  // the task is stopping
+    if (!slept) co_return false;  // the task is stopping
   }
   bf::result_partition& p = *options_.partition;
   std::uint64_t switched = 0;
@@ -225,11 +274,11 @@ runtime::task<void> task_checkpoint::switch_after_timeout(checkpoint_id id, bf::
     runtime::log::debug("task {}: checkpoint {}: barrier overtook the output of {} channels after the alignment timeout",
                         options_.name, id, switched);
   }
-  (void)writer_.finish_output(id);
+  co_return true;
 }
 
 runtime::task<void> task_checkpoint::watch(checkpoint_id id, std::chrono::steady_clock::time_point snapshot_started,
-                                           bool unaligned) {
+                                           std::chrono::nanoseconds sync, bool unaligned) {
   runtime::executor& home = *runtime::executor::current();
   checkpoint_outcome outcome = co_await writer_.result(id);
   const auto took = home.now() - snapshot_started;
@@ -243,6 +292,7 @@ runtime::task<void> task_checkpoint::watch(checkpoint_id id, std::chrono::steady
     stats.fsync_duration = outcome.fsync_duration;
     stats.write_duration = std::max(std::chrono::nanoseconds(0), std::chrono::nanoseconds(took) - outcome.fsync_duration);
     stats.snapshot_started_at = snapshot_started;
+    stats.sync_duration = sync;
     stats.switched_to_unaligned = unaligned || output_switched_ == id;
     if (options_.alignment_of) stats.alignment_duration = options_.alignment_of(id);
     options_.acknowledger->acknowledge(options_.task, id, std::move(stats));

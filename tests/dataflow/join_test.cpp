@@ -12,6 +12,8 @@
 #include "capture_support.hpp"
 #include "wordcount_support.hpp"
 
+#include "state_support.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <vector>
 
 using namespace sluice::dataflow;
+using sluice::test::full_snapshot;
 using sluice::snapshot::checkpoint_mode;
 using sluice::test::nested_loop_join;
 using sluice::test::capture;
@@ -104,7 +107,7 @@ TEST_CASE("a join restored from its snapshot emits exactly what an uninterrupted
   // The same input, with a snapshot after five records and a new operator restored from it.
   for (std::size_t i = 0; i < 5; ++i) feed(b, input[i]);
   b.watermark(9);
-  const std::vector<std::byte> state = b.snapshot_state();
+  const std::vector<std::byte> state = full_snapshot(b);
   join_t c(10, join_functions(), after);
   c.restore_state(state);
   for (std::size_t i = 5; i < input.size(); ++i) feed(c, input[i]);

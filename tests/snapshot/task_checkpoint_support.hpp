@@ -72,7 +72,7 @@ class fake_subject final : public snapshot::checkpoint_subject {
   int unconsumed_calls = 0;
   std::vector<snapshot::checkpoint_id> sink_state_ids;
 
-  std::vector<snapshot::operator_snapshot> operator_states() override { return operators; }
+  snapshot::taken_state operator_states() override { return {operators, {}}; }
   bool is_sink() const noexcept override { return sink; }
   std::optional<io::error> sink_error;  // sink_state fails with it
   runtime::task<io::result<std::vector<std::byte>>> sink_state(snapshot::checkpoint_id id) override {

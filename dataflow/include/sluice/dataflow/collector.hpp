@@ -11,8 +11,11 @@
 // combiner) implement `flushable`: the task flushes them before it snapshots at a barrier. Everything
 // runs on the task's executor.
 
+#include <sluice/snapshot/deferred_state.hpp>
+
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -27,12 +30,17 @@ class collector {
   virtual void end_of_data() = 0;
 };
 
-// Operator state as bytes: what a checkpoint stores for one operator.
+// Operator state as bytes: what a checkpoint stores for one operator. At a snapshot the task calls
+// snapshot_state() then snapshot_rest(), both at once on its executor: the state's bytes are what
+// the first returns followed by what the second (keyed state: a frozen state table) writes in
+// slices while the task goes on (docs/state.md). Both are the synchronous part of the snapshot, so
+// each must be O(1) in the size of a keyed state.
 class stateful {
  public:
   virtual ~stateful() = default;
   virtual std::vector<std::byte> snapshot_state() const = 0;
-  // Called before any record, with what snapshot_state() returned at the checkpoint resumed from.
+  virtual std::unique_ptr<snapshot::deferred_state> snapshot_rest() { return nullptr; }
+  // Called before any record, with the bytes of the checkpoint resumed from (both parts).
   // Throws std::runtime_error when the bytes do not decode.
   virtual void restore_state(std::span<const std::byte> bytes) = 0;
 };

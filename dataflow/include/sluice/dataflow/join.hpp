@@ -6,11 +6,13 @@
 // belongs to; the task's watermark is the smallest over the channels of both inputs, so a window
 // fires only once both sides are past its end. A window [start, start + size) keeps, per key, the
 // left and the right records in arrival order; when it fires it emits emit(start, key, l, r) for
-// every pair, keys in key order, and forgets the window. Its state (every open window) is in each
-// checkpoint, so a restored join emits each pair exactly once.
+// every pair, keys in key order, and forgets the window. Its state (every open window, in a state
+// table by key group: state_table.hpp) is in each checkpoint, so a restored join emits each pair
+// exactly once.
 
 #include <sluice/dataflow/job.hpp>
 #include <sluice/dataflow/operators.hpp>
+#include <sluice/dataflow/state_table.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -33,8 +35,9 @@ class tumbling_window_join final : public stateful, public chain_part {
     std::function<K(const R&)> right_key;
     std::function<Out(std::uint64_t, const K&, const L&, const R&)> emit;
   };
-  tumbling_window_join(std::uint64_t size, functions fns, collector<Out>& out)
-      : size_(size), fns_(std::move(fns)), out_(&out) {
+  tumbling_window_join(std::uint64_t size, functions fns, collector<Out>& out,
+                       std::size_t key_groups = default_key_groups)
+      : size_(size), fns_(std::move(fns)), out_(&out), table_("window join", key_groups) {
     if (size == 0) throw std::invalid_argument("window join: window size must be at least 1");
   }
 
@@ -53,52 +56,92 @@ class tumbling_window_join final : public stateful, public chain_part {
     out_->end_of_data();
   }
 
+  // Version 2: (fired through + 1 or 0, late records), then the table of (key, window start) -> the
+  // window's left and right records (state_table.hpp). Version 1, (fired, late records, windows
+  // with their keys in order), still restores.
   std::vector<std::byte> snapshot_state() const override {
-    windows_t windows;
-    for (const auto& [start, keys] : windows_) windows.emplace_back(start, entries_t(keys.begin(), keys.end()));
     const std::uint64_t fired = fired_through_ ? *fired_through_ + 1 : 0;  // 0: none
-    return detail::encode_state(std::make_tuple(fired, late_records_, windows));
+    std::vector<std::byte> out{std::byte{2}};
+    buffers::encode_to(out, std::make_tuple(fired, late_records_));
+    return out;
   }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return table_.freeze(); }
   void restore_state(std::span<const std::byte> bytes) override {
+    table_.clear();
+    index_.clear();
+    if (!bytes.empty() && bytes[0] == std::byte{2}) {
+      buffers::byte_reader r(bytes.subspan(1));
+      try {
+        auto [fired, late] = buffers::codec<std::tuple<std::uint64_t, std::uint64_t>>::decode(r);
+        set_fired(fired);
+        late_records_ = late;
+      } catch (const std::exception& e) {
+        throw std::runtime_error(std::string("restore window join: ") + e.what());
+      }
+      table_.restore(r);
+      table_.for_each_ref([&](ref at) { index_[table_.key(at).space].push_back(at); });
+      return;
+    }
     auto [fired, late, windows] =
         detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, windows_t>>(bytes, "window join");
-    fired_through_ = fired == 0 ? std::nullopt : std::optional<std::uint64_t>(fired - 1);
+    set_fired(fired);
     late_records_ = late;
-    windows_.clear();
-    for (auto& [start, keys] : windows) windows_[start] = std::map<K, sides_t>(keys.begin(), keys.end());
+    for (auto& [start, keys] : windows) {
+      for (auto& [key, sides] : keys) sides_of(start, key) = std::move(sides);
+    }
   }
   // Records whose window had fired when they came (their input was not in time order).
   std::uint64_t late_records() const noexcept { return late_records_; }
-  std::size_t open_windows() const noexcept { return windows_.size(); }
+  std::size_t open_windows() const noexcept { return index_.size(); }
 
  private:
   using sides_t = std::pair<std::vector<L>, std::vector<R>>;
   using entries_t = std::vector<std::pair<K, sides_t>>;
   using windows_t = std::vector<std::pair<std::uint64_t, entries_t>>;
+  using table_t = state_table<namespaced<K>, sides_t>;
+  using ref = typename table_t::ref;
 
-  sides_t* window_of(std::uint64_t t, K key) {
+  void set_fired(std::uint64_t fired) {
+    fired_through_ = fired == 0 ? std::nullopt : std::optional<std::uint64_t>(fired - 1);
+  }
+  sides_t& sides_of(std::uint64_t start, const K& key) {
+    auto [at, inserted] = table_.emplace(namespaced<K>{key, start});
+    if (inserted) index_[start].push_back(at);
+    return table_.modify(at);
+  }
+  sides_t* window_of(std::uint64_t t, const K& key) {
     const std::uint64_t start = t - t % size_;
     if (fired_through_ && start < *fired_through_) {
       ++late_records_;
       return nullptr;
     }
-    return &windows_[start][std::move(key)];
+    return &sides_of(start, key);
   }
+  // Fires, oldest first, every window due(start) says is due: its pairs, keys in key order; then
+  // forgets it. fired_through_ becomes the end of the last window fired.
   template <class Due>
   void fire(Due due) {
-    detail::fire_windows(windows_, size_, fired_through_, due, [this](std::uint64_t start, const std::map<K, sides_t>& keys) {
-      for (const auto& [key, sides] : keys) {
+    while (!index_.empty() && due(index_.begin()->first)) {
+      const std::uint64_t start = index_.begin()->first;
+      std::vector<ref>& keys = index_.begin()->second;
+      detail::sort_by_key(table_, keys);
+      for (const ref& at : keys) {
+        const sides_t& sides = table_.value(at);
         for (const L& l : sides.first) {
-          for (const R& r : sides.second) out_->collect(fns_.emit(start, key, l, r));
+          for (const R& r : sides.second) out_->collect(fns_.emit(start, table_.key(at).key, l, r));
         }
       }
-    });
+      for (const ref& at : keys) table_.erase(at);
+      index_.erase(index_.begin());
+      fired_through_ = start + size_;
+    }
   }
 
   std::uint64_t size_;
   functions fns_;
   collector<Out>* out_;
-  std::map<std::uint64_t, std::map<K, sides_t>> windows_;
+  table_t table_;                                     // (key, window start) -> both sides' records
+  std::map<std::uint64_t, std::vector<ref>> index_;  // window start -> its entries, rebuilt on restore
   std::optional<std::uint64_t> fired_through_;
   std::uint64_t late_records_ = 0;
 };

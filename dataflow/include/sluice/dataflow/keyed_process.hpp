@@ -19,9 +19,9 @@
 //     downstream.
 //   - ctx.watermark(): the largest watermark received (0 before any), end_of_input in the final pass.
 //   - A key with no state and no timers takes no memory (an operator never iterates over keys).
-// State and pending timers are operator state: the snapshot holds the watermark, the states in key
-// order and the timers in (time, key) order, so equal contents give equal bytes, and a restored
-// operator holds the same states and fires exactly the timers it had.
+// State and pending timers are operator state: the snapshot holds the watermark and the state table
+// of every key's state and timers (frozen at the barrier, written in slices after: state_table.hpp),
+// so a restored operator holds the same states and fires exactly the timers it had.
 //
 // A two-input stage has one gate for both inputs, the left input's channels first
 // (task_builder::input_channels()); process_with_input decodes each record by the side its channel
@@ -34,8 +34,10 @@
 #include <sluice/buffers/codec.hpp>
 #include <sluice/dataflow/job.hpp>
 #include <sluice/dataflow/operators.hpp>
+#include <sluice/dataflow/state_table.hpp>
 
 #include <cstdint>
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
@@ -87,14 +89,30 @@ class process_context {
 
 namespace detail {
 
-// What both operator forms share: the states, the timers, the watermark and the firing.
+// A key's entry in a keyed process operator's table: its state, if it has one, and its timers
+// (ascending). An entry lives while it has either.
+template <class S>
+struct process_entry {
+  bool has_state = false;
+  S state{};
+  std::vector<std::uint64_t> timers;
+  bool empty() const noexcept { return !has_state && timers.empty(); }
+  static constexpr auto fields() {
+    return std::make_tuple(&process_entry::has_state, &process_entry::state, &process_entry::timers);
+  }
+};
+
+// What both operator forms share: the states, the timers, the watermark and the firing. States and
+// timers are in one state table by key (state_table.hpp); the timers' firing order, (time, key), is
+// an index beside it, rebuilt from the table on a restore.
 template <class K, class S, class Out>
 class keyed_process_core {
  public:
   using context = process_context<K, S, Out>;
   using on_timer_fn = std::function<void(std::uint64_t, context&)>;
 
-  keyed_process_core(on_timer_fn on_timer, collector<Out>& out) : on_timer_(std::move(on_timer)), out_(&out) {}
+  keyed_process_core(on_timer_fn on_timer, collector<Out>& out, std::size_t key_groups, const char* what)
+      : on_timer_(std::move(on_timer)), out_(&out), table_(what, key_groups) {}
 
   template <class Fn>
   void with_key(const K& key, Fn&& fn) {
@@ -110,38 +128,97 @@ class keyed_process_core {
     out_->end_of_data();
   }
 
-  S& state_of(const K& key) { return states_.try_emplace(key).first->second; }
-  bool has_state(const K& key) const { return states_.find(key) != states_.end(); }
-  void clear(const K& key) { states_.erase(key); }
+  S& state_of(const K& key) {
+    process_entry<S>& e = table_.upsert(key);
+    if (!e.has_state) {
+      e.has_state = true;
+      e.state = S{};
+    }
+    return e.state;
+  }
+  bool has_state(const K& key) const {
+    const process_entry<S>* e = table_.find(key);
+    return e != nullptr && e->has_state;
+  }
+  void clear(const K& key) {
+    const auto r = table_.locate(key);
+    if (!r || !table_.value(*r).has_state) return;
+    if (table_.value(*r).timers.empty()) {
+      table_.erase(*r);
+      return;
+    }
+    process_entry<S>& e = table_.modify(*r);
+    e.has_state = false;
+    e.state = S{};
+  }
   void emit(const Out& record) { out_->collect(record); }
-  void timer_at(std::uint64_t t, const K& key) { timers_.emplace(t, key); }
-  void cancel_timer(std::uint64_t t, const K& key) { timers_.erase(timer(t, key)); }
+  void timer_at(std::uint64_t t, const K& key) {
+    if (!timers_.emplace(t, key).second) return;
+    std::vector<std::uint64_t>& times = table_.upsert(key).timers;
+    times.insert(std::upper_bound(times.begin(), times.end(), t), t);
+  }
+  void cancel_timer(std::uint64_t t, const K& key) {
+    if (timers_.erase(timer(t, key)) == 1) drop_timer(t, key);
+  }
   std::uint64_t watermark() const noexcept { return watermark_; }
 
+  // Version 2: the watermark, then the table (from freeze()). Version 1, (watermark, states in key
+  // order, timers in (time, key) order), still restores.
   std::vector<std::byte> snapshot_state() const {
-    return encode_state(std::make_tuple(watermark_, std::vector<std::pair<K, S>>(states_.begin(), states_.end()),
-                                        std::vector<timer>(timers_.begin(), timers_.end())));
+    std::vector<std::byte> out{std::byte{2}};
+    buffers::encode_to(out, watermark_);
+    return out;
   }
+  std::unique_ptr<snapshot::deferred_state> freeze() { return table_.freeze(); }
   void restore_state(std::span<const std::byte> bytes, const char* what) {
-    auto [watermark, states, timers] =
-        decode_state<std::tuple<std::uint64_t, std::vector<std::pair<K, S>>, std::vector<timer>>>(bytes, what);
-    watermark_ = watermark;
-    states_.clear();
-    for (auto& [key, s] : states) states_.insert_or_assign(std::move(key), std::move(s));
-    timers_ = std::set<timer>(timers.begin(), timers.end());
+    table_.clear();
+    timers_.clear();
+    if (!bytes.empty() && bytes[0] == std::byte{1}) {
+      auto [watermark, states, timers] =
+          decode_state<std::tuple<std::uint64_t, std::vector<std::pair<K, S>>, std::vector<timer>>>(bytes, what);
+      watermark_ = watermark;
+      for (auto& [key, s] : states) state_of(key) = std::move(s);
+      for (auto& [t, key] : timers) timer_at(t, key);
+      return;
+    }
+    if (bytes.empty() || bytes[0] != std::byte{2}) throw std::runtime_error(std::string("restore ") + what + ": unknown state version");
+    buffers::byte_reader r(bytes.subspan(1));
+    try {
+      watermark_ = buffers::codec<std::uint64_t>::decode(r);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("restore ") + what + ": " + e.what());
+    }
+    table_.restore(r);
+    table_.for_each([&](const K& key, const process_entry<S>& e) {
+      for (std::uint64_t t : e.timers) timers_.emplace(t, key);
+    });
   }
-  std::size_t keys() const noexcept { return states_.size(); }
+  std::size_t keys() const {
+    std::size_t n = 0;
+    table_.for_each([&](const K&, const process_entry<S>& e) { n += e.has_state ? 1 : 0; });
+    return n;
+  }
   std::size_t pending_timers() const noexcept { return timers_.size(); }
 
  private:
   using timer = std::pair<std::uint64_t, K>;
 
+  // Takes time t off the key's entry (the index no longer has it); an entry left empty goes.
+  void drop_timer(std::uint64_t t, const K& key) {
+    const auto r = table_.locate(key);
+    if (!r) return;
+    process_entry<S>& e = table_.modify(*r);
+    auto at = std::lower_bound(e.timers.begin(), e.timers.end(), t);
+    if (at != e.timers.end() && *at == t) e.timers.erase(at);
+    if (e.empty()) table_.erase(*r);
+  }
   // Fires every timer <= the watermark (now at least t), the earliest first, until none is left:
   // one a callback sets for a time <= the watermark fires in this pass too.
   void advance(std::uint64_t t) {
     if (t > watermark_) watermark_ = t;
     while (!timers_.empty() && timers_.begin()->first <= watermark_) {
       auto node = timers_.extract(timers_.begin());  // owns the key while the callback runs
+      drop_timer(node.value().first, node.value().second);
       if (on_timer_) {
         context ctx(*this, node.value().second);
         on_timer_(node.value().first, ctx);
@@ -151,7 +228,7 @@ class keyed_process_core {
 
   on_timer_fn on_timer_;
   collector<Out>* out_;
-  std::map<K, S> states_;
+  state_table<K, process_entry<S>> table_;
   std::set<timer> timers_;  // (time, key): fired in time order, ties in key order
   std::uint64_t watermark_ = 0;
 };
@@ -168,8 +245,9 @@ class keyed_process final : public collector<T>, public stateful, public chain_p
     std::function<void(const T&, context&)> on_record;
     std::function<void(std::uint64_t, context&)> on_timer;  // may be empty: a timer then does nothing
   };
-  keyed_process(functions fns, collector<Out>& out)
-      : key_(std::move(fns.key)), on_record_(std::move(fns.on_record)), core_(std::move(fns.on_timer), out) {}
+  keyed_process(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups)
+      : key_(std::move(fns.key)), on_record_(std::move(fns.on_record)),
+        core_(std::move(fns.on_timer), out, key_groups, "keyed process") {}
 
   void collect(const T& record) override {
     core_.with_key(key_(record), [&](context& ctx) { on_record_(record, ctx); });
@@ -177,10 +255,11 @@ class keyed_process final : public collector<T>, public stateful, public chain_p
   void watermark(std::uint64_t t) override { core_.watermark(t); }
   void end_of_data() override { core_.end_of_data(); }
   std::vector<std::byte> snapshot_state() const override { return core_.snapshot_state(); }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return core_.freeze(); }
   void restore_state(std::span<const std::byte> bytes) override { core_.restore_state(bytes, "keyed process"); }
 
   // Keys that have a state; timers set and not fired or cancelled.
-  std::size_t keys() const noexcept { return core_.keys(); }
+  std::size_t keys() const { return core_.keys(); }
   std::size_t pending_timers() const noexcept { return core_.pending_timers(); }
   std::uint64_t current_watermark() const noexcept { return core_.watermark(); }
 
@@ -203,9 +282,9 @@ class keyed_co_process final : public stateful, public chain_part {
     std::function<void(const R&, context&)> on_right;
     std::function<void(std::uint64_t, context&)> on_timer;  // may be empty: a timer then does nothing
   };
-  keyed_co_process(functions fns, collector<Out>& out)
+  keyed_co_process(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups)
       : left_key_(std::move(fns.left_key)), right_key_(std::move(fns.right_key)), on_left_(std::move(fns.on_left)),
-        on_right_(std::move(fns.on_right)), core_(std::move(fns.on_timer), out) {}
+        on_right_(std::move(fns.on_right)), core_(std::move(fns.on_timer), out, key_groups, "keyed co-process") {}
 
   void left(const L& record) {
     core_.with_key(left_key_(record), [&](context& ctx) { on_left_(record, ctx); });
@@ -216,9 +295,10 @@ class keyed_co_process final : public stateful, public chain_part {
   void watermark(std::uint64_t t) { core_.watermark(t); }
   void end_of_data() { core_.end_of_data(); }
   std::vector<std::byte> snapshot_state() const override { return core_.snapshot_state(); }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return core_.freeze(); }
   void restore_state(std::span<const std::byte> bytes) override { core_.restore_state(bytes, "keyed co-process"); }
 
-  std::size_t keys() const noexcept { return core_.keys(); }
+  std::size_t keys() const { return core_.keys(); }
   std::size_t pending_timers() const noexcept { return core_.pending_timers(); }
   std::uint64_t current_watermark() const noexcept { return core_.watermark(); }
 

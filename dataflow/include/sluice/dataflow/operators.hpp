@@ -4,12 +4,13 @@
 // operators (tumbling and sliding window aggregates, top-N) are in windows.hpp, which this header
 // includes at its end. Keyed operators sit after a key_by exchange, so every record of a key reaches
 // the same task and its state is local. Results are emitted in key order, so a run's output is
-// deterministic: the running aggregate keeps a hash table and sorts its keys once, when it emits
-// (and when it snapshots, so a checkpoint's bytes are deterministic too).
+// deterministic: the running aggregate keeps its state in a state_table (state_table.hpp) and sorts
+// its keys once, when it emits.
 
 #include <sluice/buffers/codec.hpp>
 #include <sluice/dataflow/collector.hpp>
 #include <sluice/dataflow/key_hash.hpp>
+#include <sluice/dataflow/state_table.hpp>
 
 #include <algorithm>
 
@@ -99,23 +100,23 @@ S decode_state(std::span<const std::byte> bytes, const char* what) {
     throw std::runtime_error(std::string("restore ") + what + ": " + e.what());
   }
 }
-// Fires, oldest first, every window of `windows` (a map from window start to its per-key contents)
-// that due(start) says is due: emit_window(start, contents), then forgets it. `fired_through` becomes
-// the end of the last window fired (windows starting before it are done).
-template <class Windows, class Due, class Emit>
-void fire_windows(Windows& windows, std::uint64_t size, std::optional<std::uint64_t>& fired_through, Due due,
-                  Emit emit_window) {
-  while (!windows.empty() && due(windows.begin()->first)) {
-    const std::uint64_t start = windows.begin()->first;
-    emit_window(start, windows.begin()->second);
-    windows.erase(windows.begin());
-    fired_through = start + size;
-  }
+// Sorts refs of a table by their entries' keys.
+template <class Table, class Refs>
+void sort_by_key(const Table& table, Refs& refs) {
+  std::sort(refs.begin(), refs.end(), [&](const auto& a, const auto& b) { return table.key(a) < table.key(b); });
+}
+// The table's entries in key order (an operator's emission order, so its output is deterministic).
+template <class K, class V>
+std::vector<typename state_table<K, V>::ref> in_key_order(const state_table<K, V>& table) {
+  auto refs = table.refs();
+  std::sort(refs.begin(), refs.end(), [&](const auto& a, const auto& b) { return table.key(a) < table.key(b); });
+  return refs;
 }
 }  // namespace detail
 
 // Folds every record of a key into an accumulator; at the end of the input emits emit(key, acc) for
-// every key, in key order, once (also across a recovery: the state remembers it was done).
+// every key, in key order, once (also across a recovery: the state remembers it was done). The
+// accumulators are in a state_table by key group: a snapshot freezes it and writes it in slices.
 template <class K, class In, class Acc, class Out>
 class keyed_aggregate final : public collector<In>, public stateful, public chain_part {
  public:
@@ -124,51 +125,50 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
     std::function<void(Acc&, const In&)> fold;
     std::function<Out(const K&, const Acc&)> emit;
   };
-  keyed_aggregate(functions fns, collector<Out>& out) : fns_(std::move(fns)), out_(&out) {}
+  keyed_aggregate(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups)
+      : fns_(std::move(fns)), out_(&out), state_("keyed aggregate", key_groups) {}
 
-  void collect(const In& record) override {
-    auto [it, inserted] = state_.try_emplace(fns_.key(record));
-    fns_.fold(it->second, record);
-  }
+  void collect(const In& record) override { fns_.fold(state_.upsert(fns_.key(record)), record); }
   void watermark(std::uint64_t t) override { out_->watermark(t); }
   void end_of_data() override {
     if (!emitted_) {
-      for (const entry* e : sorted()) out_->collect(fns_.emit(e->first, e->second));
+      for (const auto& r : detail::in_key_order(state_)) out_->collect(fns_.emit(state_.key(r), state_.value(r)));
       emitted_ = true;
     }
     out_->end_of_data();
   }
-  // Version 1 as with the ordered map before: (emitted, entries in key order).
+  // Version 3: (emitted), then the table (state_table.hpp) from snapshot_rest(). Version 1, the
+  // entries in key order, still restores.
   std::vector<std::byte> snapshot_state() const override {
-    std::vector<std::pair<K, Acc>> entries;
-    entries.reserve(state_.size());
-    for (const entry* e : sorted()) entries.emplace_back(e->first, e->second);
-    return detail::encode_state(std::make_pair(emitted_, entries));
+    std::vector<std::byte> out{std::byte{3}};
+    buffers::encode_to(out, emitted_);
+    return out;
   }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return state_.freeze(); }
   void restore_state(std::span<const std::byte> bytes) override {
-    auto [emitted, entries] =
-        detail::decode_state<std::pair<bool, std::vector<std::pair<K, Acc>>>>(bytes, "keyed aggregate");
-    emitted_ = emitted;
     state_.clear();
-    state_.reserve(entries.size());
-    for (auto& [key, acc] : entries) state_.insert_or_assign(std::move(key), std::move(acc));
+    if (!bytes.empty() && bytes[0] == std::byte{1}) {
+      auto [emitted, entries] =
+          detail::decode_state<std::pair<bool, std::vector<std::pair<K, Acc>>>>(bytes, "keyed aggregate");
+      emitted_ = emitted;
+      for (auto& [key, acc] : entries) state_.upsert(key) = std::move(acc);
+      return;
+    }
+    if (bytes.empty() || bytes[0] != std::byte{3}) throw std::runtime_error("restore keyed aggregate: unknown state version");
+    buffers::byte_reader r(bytes.subspan(1));
+    try {
+      emitted_ = buffers::codec<bool>::decode(r);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("restore keyed aggregate: ") + e.what());
+    }
+    state_.restore(r);
   }
   std::size_t keys() const noexcept { return state_.size(); }
 
  private:
-  using table = std::unordered_map<K, Acc, key_hash<K>>;
-  using entry = typename table::value_type;
-  std::vector<const entry*> sorted() const {
-    std::vector<const entry*> out;
-    out.reserve(state_.size());
-    for (const entry& e : state_) out.push_back(&e);
-    std::sort(out.begin(), out.end(), [](const entry* a, const entry* b) { return a->first < b->first; });
-    return out;
-  }
-
   functions fns_;
   collector<Out>* out_;
-  table state_;
+  state_table<K, Acc> state_;
   bool emitted_ = false;
 };
 

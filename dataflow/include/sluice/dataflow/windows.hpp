@@ -1,8 +1,10 @@
 #pragma once
 // Event-time windows: keyed, stateful operators that sit after a key_by exchange and emit when the
 // watermark passes (keyed_stream::window, sliding_window and top_n in job.hpp build them). State is
-// kept in ordered maps and emitted in order, so a run's output and a checkpoint's bytes are
-// deterministic. operators.hpp includes this header, so including either gives both.
+// kept in state tables by key group (state_table.hpp: one entry per key and window or time, frozen
+// at a checkpoint and written in slices after), with an index by window or time beside it, rebuilt
+// on a restore; results are emitted in key order, so a run's output is deterministic.
+// operators.hpp includes this header, so including either gives both.
 //
 // Window aggregates. A window aggregate of `size` and `slide` (1 <= slide <= size) has the windows
 // [s, s + size) for every s that is a multiple of `slide` (aligned to time 0, as Flink's HOP; no
@@ -123,7 +125,7 @@ class window_aggregate : public collector<In>, public stateful, public chain_par
     for (;; start += slide_) {
       const std::uint64_t last = last_of(start);
       if (!watermark_ || detail::saturating_add(last, lateness_) > *watermark_) {
-        Acc& acc = windows_[start][key];
+        Acc& acc = window_state(start, key);
         fns_.fold(acc, record);
         kept = true;
         if (watermark_ && last <= *watermark_) out_->collect(fns_.emit(start, key, acc));  // a late firing
@@ -146,22 +148,34 @@ class window_aggregate : public collector<In>, public stateful, public chain_par
     out_->end_of_data();
   }
 
-  // Version 2: (watermark, late records, windows oldest first with their keys in order). A window
-  // has fired when its last instant is at or before the watermark, so the fired-but-kept windows
-  // are those, and a restore fires nothing twice. Version 1, a tumbling window's state before
-  // lateness (fired_through + 1 or 0, late records, windows), still restores.
+  // Version 3: (watermark, late records), then the table of (key, window start) -> accumulator
+  // (state_table.hpp). A window has fired when its last instant is at or before the watermark, so
+  // the fired-but-kept windows are those, and a restore fires nothing twice. Versions 1 (a tumbling
+  // window's state before lateness: fired_through + 1 or 0, late records, windows) and 2 (the
+  // watermark, late records, windows oldest first with their keys in order) still restore.
   std::vector<std::byte> snapshot_state() const override {
-    windows_t windows;
-    windows.reserve(windows_.size());
-    for (const auto& [start, keys] : windows_) {
-      windows.emplace_back(start, std::vector<std::pair<K, Acc>>(keys.begin(), keys.end()));
-    }
-    std::vector<std::byte> out{std::byte{2}};
-    buffers::encode_to(out, std::make_tuple(detail::watermark_state(watermark_), late_records_, windows));
+    std::vector<std::byte> out{std::byte{3}};
+    buffers::encode_to(out, std::make_tuple(detail::watermark_state(watermark_), late_records_));
     return out;
   }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return table_.freeze(); }
   void restore_state(std::span<const std::byte> bytes) override {
     const std::string what = kind_ + " window";
+    table_.clear();
+    index_.clear();
+    if (!bytes.empty() && bytes[0] == std::byte{3}) {
+      buffers::byte_reader r(bytes.subspan(1));
+      try {
+        auto [watermark, late] = buffers::codec<std::tuple<std::pair<bool, std::uint64_t>, std::uint64_t>>::decode(r);
+        watermark_ = detail::watermark_of(watermark);
+        late_records_ = late;
+      } catch (const std::exception& e) {
+        throw std::runtime_error("restore " + what + ": " + e.what());
+      }
+      table_.restore(r);
+      table_.for_each_ref([&](ref at) { index_[table_.key(at).space].push_back(at); });
+      return;
+    }
     windows_t windows;
     if (!bytes.empty() && bytes[0] == std::byte{1}) {
       // Windows starting before fired_through had fired: as a watermark just below it would have it.
@@ -183,38 +197,51 @@ class window_aggregate : public collector<In>, public stateful, public chain_par
     } else {
       throw std::runtime_error("restore " + what + ": unknown state version");
     }
-    windows_.clear();
-    for (auto& [start, keys] : windows) windows_[start] = std::map<K, Acc>(keys.begin(), keys.end());
+    for (auto& [start, keys] : windows) {
+      for (auto& [key, acc] : keys) window_state(start, key) = std::move(acc);
+    }
   }
 
   std::uint64_t late_records() const noexcept { return late_records_; }
   // Windows with state: open ones and fired ones kept for late records.
-  std::size_t open_windows() const noexcept { return windows_.size(); }
+  std::size_t open_windows() const noexcept { return index_.size(); }
 
  protected:
   window_aggregate(std::string kind, std::uint64_t size, std::uint64_t slide, functions fns, collector<Out>& out,
-                   window_options options)
+                   window_options options, std::size_t key_groups)
       : kind_(std::move(kind)), size_(size), slide_(slide), lateness_(options.allowed_lateness), fns_(std::move(fns)),
-        out_(&out) {
+        out_(&out), table_(kind_ + " window", key_groups) {
     detail::check_window(kind_, size, slide);
   }
 
  private:
   using windows_t = std::vector<std::pair<std::uint64_t, std::vector<std::pair<K, Acc>>>>;
+  using table_t = state_table<namespaced<K>, Acc>;
+  using ref = typename table_t::ref;
+
+  // The key's accumulator in the window at `start`, to change (made, and indexed, on first use).
+  Acc& window_state(std::uint64_t start, const K& key) {
+    auto [at, inserted] = table_.emplace(namespaced<K>{key, start});
+    if (inserted) index_[start].push_back(at);
+    return table_.modify(at);
+  }
 
   std::uint64_t last_of(std::uint64_t start) const noexcept { return detail::saturating_add(start, size_ - 1); }
   // The watermark moved on from `before`: windows it reached fire, oldest first, unless they had
   // already (their last instant at or before `before`); windows past their lateness are dropped.
   void advance(std::optional<std::uint64_t> before) {
     const std::uint64_t now = *watermark_;
-    for (auto it = windows_.begin(); it != windows_.end();) {
+    for (auto it = index_.begin(); it != index_.end();) {
       const std::uint64_t last = last_of(it->first);
       if (last > now) break;
+      std::vector<ref>& keys = it->second;
       if (!before || last > *before) {
-        for (const auto& [key, acc] : it->second) out_->collect(fns_.emit(it->first, key, acc));
+        detail::sort_by_key(table_, keys);
+        for (const ref& at : keys) out_->collect(fns_.emit(it->first, table_.key(at).key, table_.value(at)));
       }
       if (detail::saturating_add(last, lateness_) <= now) {
-        it = windows_.erase(it);
+        for (const ref& at : keys) table_.erase(at);
+        it = index_.erase(it);
       } else {
         ++it;
       }
@@ -227,7 +254,8 @@ class window_aggregate : public collector<In>, public stateful, public chain_par
   std::uint64_t lateness_;
   functions fns_;
   collector<Out>* out_;
-  std::map<std::uint64_t, std::map<K, Acc>> windows_;
+  table_t table_;                                     // (key, window start) -> accumulator
+  std::map<std::uint64_t, std::vector<ref>> index_;  // window start -> its entries, rebuilt on restore
   std::optional<std::uint64_t> watermark_;  // the greatest seen; the largest time after the end
   std::uint64_t late_records_ = 0;
 };
@@ -237,8 +265,9 @@ template <class K, class In, class Acc, class Out>
 class tumbling_window_aggregate final : public window_aggregate<K, In, Acc, Out> {
  public:
   using functions = typename window_aggregate<K, In, Acc, Out>::functions;
-  tumbling_window_aggregate(std::uint64_t size, functions fns, collector<Out>& out, window_options options = {})
-      : window_aggregate<K, In, Acc, Out>("tumbling", size, size, std::move(fns), out, options) {}
+  tumbling_window_aggregate(std::uint64_t size, functions fns, collector<Out>& out, window_options options = {},
+                            std::size_t key_groups = default_key_groups)
+      : window_aggregate<K, In, Acc, Out>("tumbling", size, size, std::move(fns), out, options, key_groups) {}
 };
 
 // Sliding event-time windows of `size` every `slide` time units per key (1 <= slide <= size).
@@ -247,8 +276,8 @@ class sliding_window_aggregate final : public window_aggregate<K, In, Acc, Out> 
  public:
   using functions = typename window_aggregate<K, In, Acc, Out>::functions;
   sliding_window_aggregate(std::uint64_t size, std::uint64_t slide, functions fns, collector<Out>& out,
-                           window_options options = {})
-      : window_aggregate<K, In, Acc, Out>("sliding", size, slide, std::move(fns), out, options) {}
+                           window_options options = {}, std::size_t key_groups = default_key_groups)
+      : window_aggregate<K, In, Acc, Out>("sliding", size, slide, std::move(fns), out, options, key_groups) {}
 };
 
 // The n highest-ranked records per key and time, ties included: see the top of the file.
@@ -261,7 +290,8 @@ class top_n_op final : public collector<T>, public stateful, public chain_part {
     std::function<Rank(const T&)> rank;
     std::function<Out(const K&, std::size_t, const T&)> emit;
   };
-  top_n_op(std::size_t n, functions fns, collector<Out>& out) : n_(n), fns_(std::move(fns)), out_(&out) {
+  top_n_op(std::size_t n, functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups)
+      : n_(n), fns_(std::move(fns)), out_(&out), table_("top_n", key_groups) {
     if (n == 0) throw std::invalid_argument("top_n: n must be at least 1");
   }
 
@@ -271,7 +301,7 @@ class top_n_op final : public collector<T>, public stateful, public chain_part {
       ++late_records_;
       return;
     }
-    hold(groups_[t][fns_.key(record)], entry{fns_.rank(record), record});
+    hold(group(fns_.key(record), t), record);
   }
   void watermark(std::uint64_t t) override {
     if (!watermark_ || t > *watermark_) watermark_ = t;
@@ -284,49 +314,60 @@ class top_n_op final : public collector<T>, public stateful, public chain_part {
     out_->end_of_data();
   }
 
-  // (watermark, late records, groups by time then key, each with its held records in output order).
-  // A restore takes the ranks from rank(record) again.
+  // Version 2: (watermark, late records), then the table of (key, time) -> held records in output
+  // order (state_table.hpp). Version 1, (watermark, late records, groups by time then key with their
+  // held records), still restores. A restore takes the ranks from rank(record) again.
   std::vector<std::byte> snapshot_state() const override {
-    groups_t groups;
-    for (const auto& [t, keys] : groups_) {
-      for (const auto& [key, held] : keys) {
-        std::vector<T> records;
-        records.reserve(held.size());
-        for (const entry& e : held) records.push_back(e.record);
-        groups.emplace_back(t, key, std::move(records));
-      }
-    }
-    return detail::encode_state(std::make_tuple(detail::watermark_state(watermark_), late_records_, groups));
+    std::vector<std::byte> out{std::byte{2}};
+    buffers::encode_to(out, std::make_tuple(detail::watermark_state(watermark_), late_records_));
+    return out;
   }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return table_.freeze(); }
   void restore_state(std::span<const std::byte> bytes) override {
+    table_.clear();
+    index_.clear();
+    if (!bytes.empty() && bytes[0] == std::byte{2}) {
+      buffers::byte_reader r(bytes.subspan(1));
+      try {
+        auto [watermark, late] = buffers::codec<std::tuple<std::pair<bool, std::uint64_t>, std::uint64_t>>::decode(r);
+        watermark_ = detail::watermark_of(watermark);
+        late_records_ = late;
+      } catch (const std::exception& e) {
+        throw std::runtime_error(std::string("restore top_n: ") + e.what());
+      }
+      table_.restore(r);
+      table_.for_each_ref([&](ref at) { index_[table_.key(at).space].push_back(at); });
+      return;
+    }
     auto [watermark, late, groups] =
         detail::decode_state<std::tuple<std::pair<bool, std::uint64_t>, std::uint64_t, groups_t>>(bytes, "top_n");
     watermark_ = detail::watermark_of(watermark);
     late_records_ = late;
-    groups_.clear();
     for (auto& [t, key, records] : groups) {
-      std::vector<entry>& held = groups_[t][key];
-      for (T& r : records) hold(held, entry{fns_.rank(r), std::move(r)});
+      std::vector<T>& held = group(key, t);
+      for (T& record : records) hold(held, std::move(record));
     }
   }
 
   std::uint64_t late_records() const noexcept { return late_records_; }
   // Records held, over every key and time.
-  std::size_t held_records() const noexcept {
+  std::size_t held_records() const {
     std::size_t n = 0;
-    for (const auto& [t, keys] : groups_) {
-      for (const auto& [key, held] : keys) n += held.size();
-    }
+    table_.for_each([&](const namespaced<K>&, const std::vector<T>& held) { n += held.size(); });
     return n;
   }
 
  private:
-  struct entry {
-    Rank rank;
-    T record;
-  };
   using groups_t = std::vector<std::tuple<std::uint64_t, K, std::vector<T>>>;
+  using table_t = state_table<namespaced<K>, std::vector<T>>;
+  using ref = typename table_t::ref;
 
+  // The records held for (key, time), to change (made, and indexed, on first use).
+  std::vector<T>& group(const K& key, std::uint64_t t) {
+    auto [at, inserted] = table_.emplace(namespaced<K>{key, t});
+    if (inserted) index_[t].push_back(at);
+    return table_.modify(at);
+  }
   static bool record_less(const T& a, const T& b) {
     if constexpr (std::totally_ordered<T>) {
       return a < b;
@@ -338,38 +379,46 @@ class top_n_op final : public collector<T>, public stateful, public chain_part {
     }
   }
   // Output order: rank descending, then record ascending.
-  static bool ahead(const entry& a, const entry& b) {
-    if (a.rank != b.rank) return b.rank < a.rank;
-    return record_less(a.record, b.record);
+  bool ahead(const T& a, const T& b) const {
+    const Rank ra = fns_.rank(a);
+    const Rank rb = fns_.rank(b);
+    if (ra != rb) return rb < ra;
+    return record_less(a, b);
   }
-  // Adds `e` to a group's records (in output order) unless it ranks below the n-th, and drops those
-  // that now do.
-  void hold(std::vector<entry>& held, entry e) {
-    if (held.size() >= n_ && e.rank < held[n_ - 1].rank) return;
-    held.insert(std::upper_bound(held.begin(), held.end(), e, ahead), std::move(e));
+  // Adds `record` to a group's records (in output order) unless it ranks below the n-th, and drops
+  // those that now do.
+  void hold(std::vector<T>& held, T record) {
+    if (held.size() >= n_ && fns_.rank(record) < fns_.rank(held[n_ - 1])) return;
+    auto at = std::upper_bound(held.begin(), held.end(), record, [this](const T& a, const T& b) { return ahead(a, b); });
+    held.insert(at, std::move(record));
     if (held.size() <= n_) return;
-    const Rank nth = held[n_ - 1].rank;
+    const Rank nth = fns_.rank(held[n_ - 1]);
     held.erase(std::find_if(held.begin() + static_cast<std::ptrdiff_t>(n_), held.end(),
-                            [&](const entry& x) { return x.rank < nth; }),
+                            [&](const T& x) { return fns_.rank(x) < nth; }),
                held.end());
   }
   void fire(std::uint64_t through) {
-    while (!groups_.empty() && groups_.begin()->first <= through) {
-      for (const auto& [key, held] : groups_.begin()->second) {
+    while (!index_.empty() && index_.begin()->first <= through) {
+      std::vector<ref>& keys = index_.begin()->second;
+      detail::sort_by_key(table_, keys);
+      for (const ref& at : keys) {
+        const std::vector<T>& held = table_.value(at);
         std::size_t place = 1;
         for (std::size_t i = 0; i < held.size(); ++i) {
-          if (i > 0 && held[i].rank < held[i - 1].rank) place = i + 1;
-          out_->collect(fns_.emit(key, place, held[i].record));
+          if (i > 0 && fns_.rank(held[i]) < fns_.rank(held[i - 1])) place = i + 1;
+          out_->collect(fns_.emit(table_.key(at).key, place, held[i]));
         }
       }
-      groups_.erase(groups_.begin());
+      for (const ref& at : keys) table_.erase(at);
+      index_.erase(index_.begin());
     }
   }
 
   std::size_t n_;
   functions fns_;
   collector<Out>* out_;
-  std::map<std::uint64_t, std::map<K, std::vector<entry>>> groups_;  // time -> key -> held records
+  table_t table_;                                     // (key, time) -> held records
+  std::map<std::uint64_t, std::vector<ref>> index_;  // time -> its entries, rebuilt on restore
   std::optional<std::uint64_t> watermark_;  // the greatest seen; the largest time after the end
   std::uint64_t late_records_ = 0;
 };

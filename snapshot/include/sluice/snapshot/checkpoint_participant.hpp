@@ -43,6 +43,9 @@ struct task_checkpoint_stats {
   std::uint64_t operator_state_bytes = 0;
   std::uint64_t channel_state_bytes = 0;
   std::chrono::nanoseconds alignment_duration{0};  // first barrier in to snapshot taken
+  // The synchronous part of the snapshot: the operators' states taken (keyed state frozen) while
+  // the task, and every task of its executor, waited.
+  std::chrono::nanoseconds sync_duration{0};
   // Snapshot taken to state file written, before its fsync (an unaligned snapshot's file is
   // written until the last input channel's barrier is in: that wait counts here).
   std::chrono::nanoseconds write_duration{0};

@@ -33,6 +33,7 @@
 #include <sluice/snapshot/channel_state_writer.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
 #include <sluice/snapshot/checkpoint_participant.hpp>
+#include <sluice/snapshot/deferred_state.hpp>
 
 #include <chrono>
 #include <functional>
@@ -55,12 +56,20 @@ constexpr std::uint32_t section_index(state_section s) noexcept { return static_
 // The chain's operators take the indices below this.
 inline constexpr std::uint32_t max_chain_operators = 1000;
 
+// The operator states a snapshot takes: bytes taken at once, and the parts written in slices after
+// the task went on (deferred_state.hpp), each after its operator's bytes in the file.
+struct taken_state {
+  std::vector<operator_snapshot> now;
+  std::vector<deferred_operator_state> later;
+};
+
 // What a checkpoint takes from a task.
 class checkpoint_subject {
  public:
   virtual ~checkpoint_subject() = default;
-  // The chain's operator states (index = position) and a source's position (state_section::source).
-  virtual std::vector<operator_snapshot> operator_states() = 0;
+  // The chain's operator states (index = position) and a source's position (state_section::source):
+  // the synchronous part of the snapshot, O(1) in the state's size for keyed state.
+  virtual taken_state operator_states() = 0;
   virtual bool is_sink() const noexcept = 0;
   // A sink's state at `id` (state_section::sink); only for a sink.
   virtual runtime::task<io::result<std::vector<std::byte>>> sink_state(checkpoint_id id) = 0;
@@ -134,18 +143,25 @@ class task_checkpoint {
   io::error failure(std::string what) const;
   // Whether the writer took the checkpoint (a watcher then reports it).
   runtime::task<io::result<bool>> take_aligned(checkpoint_id id, checkpoint_mode mode, std::string dir,
-                                               std::vector<operator_snapshot> ops);
-  runtime::task<io::result<bool>> take_unaligned(checkpoint_id id, std::string dir, std::vector<operator_snapshot> ops);
-  // The operator states (and the backlog) into the file, and its output side finished.
-  void add_operator_states(checkpoint_id id, std::vector<operator_snapshot> ops,
-                           std::optional<std::vector<std::byte>> backlog);
+                                               taken_state ops);
+  runtime::task<io::result<bool>> take_unaligned(checkpoint_id id, std::string dir, taken_state ops);
+  // The operator states (and the backlog) into the file, and its output side finished once the
+  // deferred parts are written.
+  void add_operator_states(checkpoint_id id, taken_state ops, std::optional<std::vector<std::byte>> backlog);
   // An unaligned sink's precommit, awaited while the task goes on; then add_operator_states.
-  runtime::task<void> add_sink_state(checkpoint_id id, std::vector<operator_snapshot> ops,
-                                     std::optional<std::vector<std::byte>> backlog);
+  runtime::task<void> add_sink_state(checkpoint_id id, taken_state ops, std::optional<std::vector<std::byte>> backlog);
+  // The deferred parts, slice by slice (the executor runs its other work between slices); stops at
+  // the first slice the writer refuses (the checkpoint was aborted).
+  runtime::task<void> write_deferred(checkpoint_id id, std::vector<deferred_operator_state> later);
+  runtime::task<void> write_deferred_then_finish(checkpoint_id id, std::vector<deferred_operator_state> later);
   bool barrier_queued(const buffers::buffer_view& barrier) const;
-  runtime::task<void> switch_after_timeout(checkpoint_id id, buffers::buffer_view barrier);
+  runtime::task<void> switch_after_timeout(checkpoint_id id, buffers::buffer_view barrier,
+                                           std::vector<deferred_operator_state> later);
+  // false: the task is stopping (the checkpoint will not complete).
+  runtime::task<bool> switch_when_due(checkpoint_id id, buffers::buffer_view barrier);
   // Reports `id` once the writer's result is in; `unaligned`: the snapshot was taken unaligned.
-  runtime::task<void> watch(checkpoint_id id, std::chrono::steady_clock::time_point snapshot_started, bool unaligned);
+  runtime::task<void> watch(checkpoint_id id, std::chrono::steady_clock::time_point snapshot_started,
+                            std::chrono::nanoseconds sync, bool unaligned);
 
   task_checkpoint_options options_;
   checkpoint_subject* subject_;

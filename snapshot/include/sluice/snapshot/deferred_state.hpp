@@ -1,0 +1,33 @@
+#pragma once
+// deferred_state: the part of an operator's state a snapshot writes after the task has gone on
+// (docs/state.md). The synchronous part of the snapshot, on the task's executor at its barrier, is
+// O(1) in the state's size: it freezes the state (a keyed state table marks an epoch) and hands this
+// object over. The task's checkpoint then asks it for slices, each a bounded amount of work, between
+// which the executor runs its other coroutines (the task's own records among them); the bytes of
+// every slice follow the operator's synchronous bytes in its section of the state file.
+//
+// The object belongs to one checkpoint and is used on the task's executor only. Destroying it
+// before it is done (the checkpoint was aborted) leaves the operator's state as it is.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace sluice::snapshot {
+
+class deferred_state {
+ public:
+  virtual ~deferred_state() = default;
+  // Appends the next slice of the frozen state to `out` (about `budget` bytes, a little more for
+  // one large entry); true once the whole state is out (then out holds its last bytes, if any).
+  virtual bool next_slice(std::vector<std::byte>& out, std::size_t budget) = 0;
+};
+
+// An operator's deferred part (index as for operator_snapshot: its place in the chain).
+struct deferred_operator_state {
+  std::uint32_t operator_index = 0;
+  std::unique_ptr<deferred_state> state;
+};
+
+}  // namespace sluice::snapshot
