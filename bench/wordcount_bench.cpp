@@ -68,17 +68,19 @@ class wordcount_bench final : public benchmark {
   }
   bool plots() const noexcept override { return true; }
   std::vector<option> options() override {
-    return {{"--lines", "corpus lines", &lines_}, {"--parallelism", "tasks per stage", &parallelism_}};
+    return {{"--lines", "corpus lines", &lines_},
+            {"--parallelism", "tasks per stage", &parallelism_},
+            {"--distinct", "distinct words (ids); 0: text from a 100-word vocabulary", &distinct_}};
   }
   void run(const common_options& common, const reporter& out) override {
     const std::string dir = fmt::format("/tmp/sluice-bench-wordcount-{}", ::getpid());
     std::filesystem::create_directories(dir);
     const std::string input = dir + "/corpus.txt";
-    auto written = runtime::sync_wait(df::write_corpus(input, lines_, 42));
+    auto written = runtime::sync_wait(df::write_corpus(input, lines_, 42, distinct_));
     if (!written) throw std::runtime_error(written.error().message());
     const double words = static_cast<double>(count_words(input));
     if (chart* c = out.chart()) {
-      c->describe(fmt::format("word count: {} lines, {} words", lines_, words), "million words per second",
+      c->describe(fmt::format("word count: {} lines, {} words{}", lines_, words, distinct_label()), "million words per second",
                   chart_style::bars);
     }
     for (const bool checkpoints : {true, false}) {
@@ -90,14 +92,16 @@ class wordcount_bench final : public benchmark {
                    1e-6);
       out.result(name(),
                  fmt::format("wordcount, checkpoints {}: {}/s words  baseline (one thread, unordered_map) {}/s  "
-                             "ratio {:.2f}  ({} lines, {} words, parallelism {})",
+                             "ratio {:.2f}  ({} lines, {} words{}, parallelism {})",
                              checkpoints ? "on (unaligned, 100 ms)" : "off", human_rate(r.figure),
-                             human_rate(r.baseline), r.figure / r.baseline, lines_, words, parallelism_),
+                             human_rate(r.baseline), r.figure / r.baseline, lines_, words, distinct_label(),
+                             parallelism_),
                  {{"words_per_s", r.figure},
                   {"baseline_words_per_s", r.baseline},
                   {"ratio", r.figure / r.baseline},
                   {"checkpoints", checkpoints},
                   {"lines", lines_},
+                  {"distinct", distinct_},
                   {"parallelism", std::uint64_t{parallelism_}},
                   {"runs", std::uint64_t{common.runs}}});
     }
@@ -105,8 +109,13 @@ class wordcount_bench final : public benchmark {
   }
 
  private:
+  std::string distinct_label() const {
+    return distinct_ == 0 ? std::string(", 100-word vocabulary") : fmt::format(", ids of {} distinct", distinct_);
+  }
+
   std::uint64_t lines_ = 1'000'000;
   unsigned parallelism_ = 2;
+  std::uint64_t distinct_ = 0;
 };
 
 registration<wordcount_bench> reg;

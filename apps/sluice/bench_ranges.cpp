@@ -53,6 +53,7 @@ constexpr std::array table{
     entry{"switch", "--fiber-iterations", {1, 1e9}},
     entry{"wordcount", "--lines", {1, 1e8}},  // the generated corpus: ~4 GB
     entry{"wordcount", "--parallelism", {1, 64}},
+    entry{"wordcount", "--distinct", {0, 1e9}},
     entry{"nexmark", "--events", {1, 1e10}},
     entry{"nexmark", "--parallelism", {1, 64}},
 };

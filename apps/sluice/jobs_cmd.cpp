@@ -339,10 +339,14 @@ void add_corpus_options(CLI::App& command, corpus_cli& o) {
   command.add_option("--output", o.output, "File to write")->required();
   add_number_option(command, "--lines", o.lines, "Lines of words", 0, limits::max_lines);
   add_number_option(command, "--seed", o.seed, "Seed: the same seed gives the same corpus", 0, UINT64_MAX);
+  add_number_option(command, "--distinct", o.distinct,
+                    "Words are this many distinct ids (u0, u1, ...) drawn uniformly, as a service's users or "
+                    "sessions; 0: text from a 100-word vocabulary",
+                    0, UINT64_MAX);
 }
 
 int run_corpus(const corpus_cli& o) {
-  io::result<std::uint64_t> written = runtime::sync_wait(dataflow::write_corpus(o.output, o.lines, o.seed));
+  io::result<std::uint64_t> written = runtime::sync_wait(dataflow::write_corpus(o.output, o.lines, o.seed, o.distinct));
   if (!written) {
     fmt::print(stderr, "sluice corpus: {}\n", written.error().message());
     return 1;

@@ -62,6 +62,7 @@ struct corpus_cli {
   std::string output;
   std::uint64_t lines = 1'000'000;
   std::uint64_t seed = 42;
+  std::uint64_t distinct = 0;
 };
 
 // The options every sample job takes (checkpoints, parallelism, transport, executors, ...).

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <system_error>
 #include <array>
@@ -76,7 +77,14 @@ std::string_view word_corpus_generator::next_line() {
   line_.clear();
   for (std::size_t i = 0; i < count; ++i) {
     if (i > 0) line_ += ' ';
-    line_ += sample_word(rng);
+    if (distinct_ == 0) {
+      line_ += sample_word(rng);
+    } else {
+      char id[24];
+      id[0] = 'u';
+      const auto end = std::to_chars(id + 1, id + sizeof id, rng.next() % distinct_).ptr;
+      line_.append(id, end);
+    }
   }
   return line_;
 }
@@ -148,8 +156,9 @@ struct join_line {
 
 }  // namespace
 
-runtime::task<io::result<std::uint64_t>> write_corpus(std::string path, std::uint64_t lines, std::uint64_t seed) {
-  word_corpus_generator generator(seed);
+runtime::task<io::result<std::uint64_t>> write_corpus(std::string path, std::uint64_t lines, std::uint64_t seed,
+                                                      std::uint64_t distinct) {
+  word_corpus_generator generator(seed, distinct);
   co_return co_await write_generated(std::move(path), lines, corpus_line{&generator});
 }
 

@@ -28,7 +28,11 @@ class word_corpus_generator {
  public:
   static constexpr std::size_t max_words_per_line = 12;
 
-  explicit word_corpus_generator(std::uint64_t seed) noexcept : seed_(seed) {}
+  // distinct == 0: words from the vocabulary below, by a Zipf-like law (text). distinct > 0: every
+  // word is one of `distinct` ids, "u0" .. "u<distinct-1>", drawn uniformly: the key space of a
+  // service's users or sessions rather than a language's most frequent words.
+  explicit word_corpus_generator(std::uint64_t seed, std::uint64_t distinct = 0) noexcept
+      : seed_(seed), distinct_(distinct) {}
 
   // The next line (no '\n'), valid until the next call.
   std::string_view next_line();
@@ -41,6 +45,7 @@ class word_corpus_generator {
 
  private:
   std::uint64_t seed_;
+  std::uint64_t distinct_;
   std::uint64_t position_ = 0;
   std::string line_;
 };
@@ -62,7 +67,9 @@ runtime::task<io::result<std::uint64_t>> write_join_input(std::string path, join
 // Writes lines [0, lines) of word_corpus_generator(seed) to `path` (created or truncated), each
 // followed by '\n', through io_uring in 256 KiB writes, then fsyncs and closes it. Yields the bytes
 // written. Errors name the operation and the path.
-runtime::task<io::result<std::uint64_t>> write_corpus(std::string path, std::uint64_t lines, std::uint64_t seed);
+// `distinct` as for word_corpus_generator.
+runtime::task<io::result<std::uint64_t>> write_corpus(std::string path, std::uint64_t lines, std::uint64_t seed,
+                                                      std::uint64_t distinct = 0);
 
 // Writes line(n) for n in [0, lines), each followed by '\n', to `path` the same way (256 KiB writes,
 // fsync, close); the view line() returns must stay valid until the next call. Yields the bytes.
