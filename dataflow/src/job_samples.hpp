@@ -70,6 +70,7 @@ struct task_sample {
   std::uint64_t bytes_out = 0;
   double backpressured_s = 0;
   bool backpressured_now = false;
+  double idle_s = 0;  // waiting for input (task_meters.hpp)
   std::optional<std::uint64_t> watermark;
   std::size_t output_in_use = 0;
   std::size_t priority_in_use = 0;
