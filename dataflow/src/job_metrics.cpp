@@ -127,13 +127,13 @@ rt::task<io::http_response> job_metrics::handle(job_metrics* self, io::http_requ
     io::http_response page;
     page.content_type = "text/html; charset=utf-8";
     page.headers.emplace_back("Cache-Control", "no-store");
-    page.body = std::string(status_page_html());
+    page.body = status_page_html();
     co_return page;
   }
   if (request.path != "/metrics") {
     co_return io::http_response::text(
         404, "not found: the status page is at /, the metrics at /metrics, the JSON views at /api/job, /api/graph, "
-             "/api/checkpoints and /api/checkpoints/latest\n");
+             "/api/checkpoints, /api/checkpoints/latest and /api/checkpoints/<id>\n");
   }
   io::http_response r;
   r.body = co_await self->scrape();

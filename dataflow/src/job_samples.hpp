@@ -34,6 +34,19 @@ struct job_progress;
 
 namespace sluice::dataflow::detail {
 
+// The job's checkpoint settings as the status page shows them (job_settings, job_runner.hpp).
+struct checkpoint_settings_view {
+  std::string dir;
+  std::string mode;  // snapshot::to_string(checkpoint_mode)
+  std::chrono::milliseconds interval{0};
+  std::chrono::milliseconds min_pause{0};
+  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds alignment_timeout{0};  // aligned_timeout only
+  std::optional<unsigned> tolerable_failures;       // empty: no limit
+  std::size_t retained = 0;
+  std::size_t history_entries = 0;  // 0: no history file
+};
+
 // What a job's endpoint reads, given by the runner; everything must outlive the endpoint's stop().
 struct endpoint_sources {
   std::string job;
@@ -45,10 +58,8 @@ struct endpoint_sources {
   const job_builder* builder = nullptr;
   const job_plan* plan = nullptr;
   unsigned worker = 0;  // this worker's index (0 unless the job runs across workers)
-  std::string checkpoint_dir;
+  checkpoint_settings_view checkpoints;
   bool keeps_history = false;  // this side writes the checkpoint history (job_history.hpp)
-  std::string mode;            // the checkpoint mode, as job_settings has it
-  std::chrono::milliseconds checkpoint_interval{0};
   std::function<const char*()> state;                    // "running", "draining", "stopping"
   std::function<runtime::task<job_progress>()> progress;  // the runner's, on executor 0
 };
