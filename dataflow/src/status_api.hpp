@@ -26,8 +26,8 @@
 //                                 for an id that is not a number (both with {"error": "..."})
 // Rates and time shares are over a window of at least a second (rate_meter), shared by every
 // client. A task is the bottleneck when it is busy at least half the time (and more busy than
-// backpressured) while a task of a stage feeding it is backpressured at least half the time. Numbers are JSON numbers: durations in milliseconds, sizes in bytes, times as Unix
-// milliseconds.
+// backpressured) while a task of a stage feeding it is backpressured at least half the time.
+// Numbers are JSON numbers: durations in milliseconds, sizes in bytes, times as Unix milliseconds.
 
 #include "job_samples.hpp"
 

@@ -119,7 +119,8 @@ TEST_CASE("the status API describes a running job: the job, its graph with rates
       CHECK(t[share] >= 0);
       CHECK(t[share] <= 1);
     }
-    const double sum = t["busy_ratio"].get<double>() + t["idle_ratio"].get<double>() + t["backpressured_ratio"].get<double>();
+    const double sum =
+        t["busy_ratio"].get<double>() + t["idle_ratio"].get<double>() + t["backpressured_ratio"].get<double>();
     CHECK(sum <= 1 + 1e-9);
     CHECK(sum >= 1 - 1e-9);  // busy is the rest
     CHECK(t["bottleneck"].is_boolean());
