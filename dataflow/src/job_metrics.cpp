@@ -127,13 +127,13 @@ rt::task<io::http_response> job_metrics::handle(job_metrics* self, io::http_requ
     io::http_response page;
     page.content_type = "text/html; charset=utf-8";
     page.headers.emplace_back("Cache-Control", "no-store");
-    page.body = std::string(status_page_html());
+    page.body = status_page_html();
     co_return page;
   }
   if (request.path != "/metrics") {
     co_return io::http_response::text(
         404, "not found: the status page is at /, the metrics at /metrics, the JSON views at /api/job, /api/graph, "
-             "/api/checkpoints and /api/checkpoints/latest\n");
+             "/api/checkpoints, /api/checkpoints/latest and /api/checkpoints/<id>\n");
   }
   io::http_response r;
   r.body = co_await self->scrape();
@@ -182,6 +182,10 @@ void job_metrics::write_tasks(io::prometheus_text& out, const std::vector<task_s
   each("sluice_task_backpressured", metric_type::gauge, "1 while the task waits for a writable output partition.",
        [](const task_sample& t) { return t.has_partition; },
        [](const task_sample& t) { return std::uint64_t{t.backpressured_now ? 1u : 0u}; });
+  each("sluice_task_idle_seconds_total", metric_type::counter,
+       "Seconds the task waited for input (its next record, a quiet source); busy is the rest of the time "
+       "not backpressured.",
+       all, [](const task_sample& t) { return t.idle_s; });
   each("sluice_task_watermark_seconds", metric_type::gauge,
        "The task's current watermark (event time, seconds since the epoch), the smallest of its input channels'; "
        "absent before every channel sent one.",

@@ -15,9 +15,10 @@
 //
 // The series (prefix sluice_, labels sluice_job -- never "job" or "instance", which are
 // Prometheus' own target labels -- and task / executor / pool / reason where they apply; base units
-// in the names: seconds, bytes): per task records and bytes in and out, seconds backpressured,
-// watermark (seconds), buffers in use per pool, credits outstanding; per executor network buffers
-// in use, busy ratio, idle seconds, backend submissions, operations in flight, inbox depth;
+// in the names: seconds, bytes): per task records and bytes in and out, seconds backpressured and
+// idle (task_meters.hpp), watermark (seconds), buffers in use per pool, credits outstanding; per
+// executor network buffers in use, busy ratio, idle seconds, backend submissions, operations in
+// flight, inbox depth;
 // checkpoints completed and aborted by reason, their duration and alignment histograms and the last
 // one's state bytes; what the run resumed from. Then the standard process_* series
 // (process_metrics.hpp). The endpoint ends with the job: a scrape after the job's end finds nothing

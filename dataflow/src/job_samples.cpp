@@ -28,6 +28,7 @@ rt::task<void> sample_task(const task_slot* slot, task_sample* out) {
   out->bytes_in = t->meters().bytes_in;
   out->backpressured_s = seconds(t->meters().backpressure.total(out->now));
   out->backpressured_now = t->meters().backpressure.waiting();
+  out->idle_s = seconds(t->meters().idle.total(out->now));
   out->watermark = t->watermark();
   if (slot->partition) {
     out->has_partition = true;

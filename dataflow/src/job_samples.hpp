@@ -34,6 +34,19 @@ struct job_progress;
 
 namespace sluice::dataflow::detail {
 
+// The job's checkpoint settings as the status page shows them (job_settings, job_runner.hpp).
+struct checkpoint_settings_view {
+  std::string dir;
+  std::string mode;  // snapshot::to_string(checkpoint_mode)
+  std::chrono::milliseconds interval{0};
+  std::chrono::milliseconds min_pause{0};
+  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds alignment_timeout{0};  // aligned_timeout only
+  std::optional<unsigned> tolerable_failures;       // empty: no limit
+  std::size_t retained = 0;
+  std::size_t history_entries = 0;  // 0: no history file
+};
+
 // What a job's endpoint reads, given by the runner; everything must outlive the endpoint's stop().
 struct endpoint_sources {
   std::string job;
@@ -45,10 +58,8 @@ struct endpoint_sources {
   const job_builder* builder = nullptr;
   const job_plan* plan = nullptr;
   unsigned worker = 0;  // this worker's index (0 unless the job runs across workers)
-  std::string checkpoint_dir;
+  checkpoint_settings_view checkpoints;
   bool keeps_history = false;  // this side writes the checkpoint history (job_history.hpp)
-  std::string mode;            // the checkpoint mode, as job_settings has it
-  std::chrono::milliseconds checkpoint_interval{0};
   std::function<const char*()> state;                    // "running", "draining", "stopping"
   std::function<runtime::task<job_progress>()> progress;  // the runner's, on executor 0
 };
@@ -70,6 +81,7 @@ struct task_sample {
   std::uint64_t bytes_out = 0;
   double backpressured_s = 0;
   bool backpressured_now = false;
+  double idle_s = 0;  // waiting for input (task_meters.hpp)
   std::optional<std::uint64_t> watermark;
   std::size_t output_in_use = 0;
   std::size_t priority_in_use = 0;

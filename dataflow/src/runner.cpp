@@ -337,10 +337,8 @@ rt::task<job_result> runner::run_tasks() {
     from.builder = &job_;
     from.plan = &plan_;
     from.worker = link_ != nullptr ? link_->worker() : 0;
-    from.checkpoint_dir = settings_.checkpoint_dir;
+    from.checkpoints = checkpoint_settings_of(settings_);
     from.keeps_history = coordinating() && settings_.checkpoint_history_entries > 0;
-    from.mode = std::string(ss::to_string(settings_.mode));
-    from.checkpoint_interval = settings_.checkpoint_interval;
     from.state = [this] { return stopping_ ? "stopping" : draining_ ? "draining" : "running"; };
     from.progress = [this] { return progress(); };
     io::result<std::unique_ptr<job_metrics>> bound = job_metrics::bind(settings_.metrics_address, std::move(from));

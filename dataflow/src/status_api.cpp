@@ -33,6 +33,7 @@ json downstreams_of(const stage_plan& sp) {
   return out;
 }
 
+constexpr std::string_view checkpoint_prefix = "/api/checkpoints/";
 constexpr std::size_t default_recent = 200;
 constexpr std::size_t max_recent = 5000;
 
@@ -94,6 +95,47 @@ json checkpoint_json(const ss::history_checkpoint& c, bool with_tasks) {
   return j;
 }
 
+// A task is hot (busy, or backpressured) from this share of its time on.
+constexpr double hot_share = 0.5;
+
+json settings_json(const checkpoint_settings_view& c) {
+  const bool timed_alignment = c.mode == ss::to_string(ss::checkpoint_mode::aligned_timeout);
+  return {{"dir", c.dir},
+          {"mode", c.mode},
+          {"interval_ms", c.interval.count()},
+          {"min_pause_ms", c.min_pause.count()},
+          {"timeout_ms", c.timeout.count()},
+          {"alignment_timeout_ms", timed_alignment ? json(c.alignment_timeout.count()) : json(nullptr)},
+          {"tolerable_failures", c.tolerable_failures ? json(*c.tolerable_failures) : json(nullptr)},
+          {"retained", c.retained},
+          {"history_entries", c.history_entries}};
+}
+
+// The bottleneck: a hot busy task that a backpressured task feeds (tasks of this worker only).
+void mark_bottlenecks(json& tasks, const job_plan& plan) {
+  std::map<ss::task_id, const json*> by_id;
+  for (const json& t : tasks) by_id[t["id"].get<ss::task_id>()] = &t;
+  const auto backpressured = [&](std::size_t stage) {
+    const stage_plan& sp = plan.stages().at(stage);
+    for (std::size_t i = 0; i < sp.parallelism; ++i) {
+      auto it = by_id.find(static_cast<ss::task_id>(sp.first_task + i));
+      if (it != by_id.end() && it->second->value("backpressured_ratio", 0.0) >= hot_share) return true;
+    }
+    return false;
+  };
+  for (json& t : tasks) {
+    if (!t["here"].get<bool>()) continue;
+    const double busy = t["busy_ratio"].get<double>();
+    bool fed_by_backpressured = false;
+    for (std::size_t up : plan.stages().at(t["stage"].get<std::size_t>()).upstreams) {
+      fed_by_backpressured = fed_by_backpressured || backpressured(up);
+    }
+    t["bottleneck"] = busy >= hot_share && busy >= t["backpressured_ratio"].get<double>() && fed_by_backpressured;
+  }
+}
+
+json error_json(std::string message) { return {{"error", std::move(message)}}; }
+
 json in_flight_json(const std::optional<ss::coordinator>* coordinator, std::chrono::steady_clock::time_point now) {
   if (coordinator == nullptr || !coordinator->has_value()) return nullptr;
   const std::optional<ss::coordinator::running_checkpoint> running = (*coordinator)->oldest_in_flight();
@@ -102,6 +144,20 @@ json in_flight_json(const std::optional<ss::coordinator>* coordinator, std::chro
 }
 
 }  // namespace
+
+checkpoint_settings_view checkpoint_settings_of(const job_settings& settings) {
+  checkpoint_settings_view v;
+  v.dir = settings.checkpoint_dir;
+  v.mode = std::string(ss::to_string(settings.mode));
+  v.interval = settings.checkpoint_interval;
+  v.min_pause = settings.min_pause.value_or(settings.checkpoint_interval / 2);  // as the runner's
+  v.timeout = settings.checkpoint_timeout;
+  v.alignment_timeout = settings.alignment_timeout;
+  v.tolerable_failures = settings.tolerable_checkpoint_failures;
+  v.retained = settings.retained_checkpoints;
+  v.history_entries = settings.checkpoint_history_entries;
+  return v;
+}
 
 void status_api::started(std::optional<ss::checkpoint_id> resumed_from, std::chrono::nanoseconds restore_duration,
                          std::chrono::steady_clock::time_point at) {
@@ -126,7 +182,8 @@ void status_api::executors_started(const std::vector<executor_sample>& executors
 }
 
 bool status_api::serves(std::string_view path) noexcept {
-  return path == "/api/job" || path == "/api/graph" || path == "/api/checkpoints" || path == "/api/checkpoints/latest";
+  return path == "/api/job" || path == "/api/graph" || path == "/api/checkpoints" ||
+         path.rfind(checkpoint_prefix, 0) == 0;
 }
 
 rt::task<io::http_response> status_api::respond(io::http_request request) {
@@ -139,6 +196,8 @@ rt::task<io::http_response> status_api::respond(io::http_request request) {
     body = co_await checkpoints_view(recent_of(request.query));
   } else if (request.path == "/api/checkpoints/latest") {
     body = co_await latest_view();
+  } else if (request.path.rfind(checkpoint_prefix, 0) == 0) {
+    co_return co_await checkpoint_view(request.path.substr(checkpoint_prefix.size()));
   } else {
     co_return io::http_response::text(404, "not found\n");
   }
@@ -163,9 +222,10 @@ rt::task<std::string> status_api::job_view() {
          {"executors", executors.size()},
          {"backends", std::move(backends)},
          {"worker", from_.worker},
-         {"checkpoint_dir", from_.checkpoint_dir},
-         {"checkpoint_mode", from_.mode},
-         {"checkpoint_interval_ms", from_.checkpoint_interval.count()},
+         {"checkpoint_dir", from_.checkpoints.dir},
+         {"checkpoint_mode", from_.checkpoints.mode},
+         {"checkpoint_interval_ms", from_.checkpoints.interval.count()},
+         {"checkpoint_settings", settings_json(from_.checkpoints)},
          {"history", from_.keeps_history}};
   json cp{{"completed", completed_},
           {"aborted", aborted_},
@@ -218,31 +278,10 @@ rt::task<std::string> status_api::graph_view() {
       auto it = here.find(tp.id);
       const bool present = it != here.end() && it->second->present;
       t["here"] = present;
-      if (present) {
-        const task_sample& s = *it->second;
-        auto [entry, fresh] = rates_.try_emplace(tp.id);
-        task_rates& r = entry->second;
-        if (fresh && started_) {
-          // The first window starts with the task: its first rates are its averages so far.
-          r.in.start(started_at_, 0);
-          r.out.start(started_at_, 0);
-          r.backpressured.start(started_at_, 0);
-        }
-        t["records_in"] = s.records_in;
-        t["records_out"] = s.records_out;
-        t["bytes_in"] = s.bytes_in;
-        t["bytes_out"] = s.bytes_out;
-        t["records_in_per_s"] = r.in.update(s.now, static_cast<double>(s.records_in));
-        t["records_out_per_s"] = r.out.update(s.now, static_cast<double>(s.records_out));
-        t["backpressured_ratio"] =
-            s.has_partition ? std::clamp(r.backpressured.update(s.now, s.backpressured_s), 0.0, 1.0) : 0.0;
-        t["backpressured"] = s.backpressured_now;
-        t["watermark"] = s.watermark ? json(*s.watermark) : json(nullptr);
-        t["buffers_in_use"] = {{"output", s.output_in_use}, {"priority", s.priority_in_use}, {"input", s.input_in_use}};
-        t["credits_outstanding"] = s.credits_outstanding;
-      }
+      if (present) add_task_figures(t, *it->second);
       all_tasks.push_back(std::move(t));
     }
+    mark_bottlenecks(all_tasks, *from_.plan);
   }
   json execs = json::array();
   idle_.resize(executors.size());
@@ -262,8 +301,43 @@ rt::task<std::string> status_api::graph_view() {
   co_return text_of(j);
 }
 
+// A task's own figures (it runs here), into `t`.
+void status_api::add_task_figures(json& t, const task_sample& s) {
+  auto [entry, fresh] = rates_.try_emplace(s.id);
+  task_rates& r = entry->second;
+  if (fresh && started_) {
+    // The first window starts with the task: its first rates are its averages so far.
+    r.in.start(started_at_, 0);
+    r.out.start(started_at_, 0);
+    r.backpressured.start(started_at_, 0);
+    r.idle.start(started_at_, 0);
+  }
+  t["records_in"] = s.records_in;
+  t["records_out"] = s.records_out;
+  t["bytes_in"] = s.bytes_in;
+  t["bytes_out"] = s.bytes_out;
+  t["records_in_per_s"] = r.in.update(s.now, static_cast<double>(s.records_in));
+  t["records_out_per_s"] = r.out.update(s.now, static_cast<double>(s.records_out));
+  // Both waits over the same window; they never overlap, so their sum stays within 1 but for
+  // rounding, which the scaling absorbs.
+  double backpressured = s.has_partition ? std::clamp(r.backpressured.update(s.now, s.backpressured_s), 0.0, 1.0) : 0.0;
+  double idle = std::clamp(r.idle.update(s.now, s.idle_s), 0.0, 1.0);
+  if (idle + backpressured > 1.0) {
+    const double scale = 1.0 / (idle + backpressured);
+    idle *= scale;
+    backpressured *= scale;
+  }
+  t["busy_ratio"] = std::clamp(1.0 - idle - backpressured, 0.0, 1.0);
+  t["idle_ratio"] = idle;
+  t["backpressured_ratio"] = backpressured;
+  t["backpressured"] = s.backpressured_now;
+  t["watermark"] = s.watermark ? json(*s.watermark) : json(nullptr);
+  t["buffers_in_use"] = {{"output", s.output_in_use}, {"priority", s.priority_in_use}, {"input", s.input_in_use}};
+  t["credits_outstanding"] = s.credits_outstanding;
+}
+
 rt::task<std::string> status_api::checkpoints_view(std::size_t recent) {
-  const std::string path = fmt::format("{}/{}", from_.checkpoint_dir, ss::history_file_name);
+  const std::string path = fmt::format("{}/{}", from_.checkpoints.dir, ss::history_file_name);
   io::result<std::string> text = co_await read_history_text(path);
   json j{{"file", path}, {"recent", recent}};
   if (!text) {
@@ -306,13 +380,46 @@ rt::task<std::string> status_api::checkpoints_view(std::size_t recent) {
 }
 
 rt::task<std::string> status_api::latest_view() {
-  const std::string path = fmt::format("{}/{}", from_.checkpoint_dir, ss::history_file_name);
+  const std::string path = fmt::format("{}/{}", from_.checkpoints.dir, ss::history_file_name);
   io::result<std::string> text = co_await read_history_text(path);
   if (!text) co_return text_of(nullptr);
   const ss::history_contents contents = ss::parse_history(*text);
   const ss::history_summary summary = ss::summarize(contents.events);
   if (summary.last_completed == nullptr) co_return text_of(nullptr);
   co_return text_of(checkpoint_json(*summary.last_completed, true));
+}
+
+// /api/checkpoints/<id>: the newest record of that id in the history, with its tasks.
+rt::task<io::http_response> status_api::checkpoint_view(std::string id_text) {
+  io::http_response r;
+  r.content_type = "application/json";
+  r.headers.emplace_back("Cache-Control", "no-store");
+  ss::checkpoint_id id = ss::no_checkpoint;
+  const auto [end, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
+  if (id_text.empty() || ec != std::errc() || end != id_text.data() + id_text.size() || id == ss::no_checkpoint) {
+    r.status = 400;
+    r.body = text_of(error_json(fmt::format(
+        "'{}' is not a checkpoint id: /api/checkpoints/<id> takes a checkpoint's number (or 'latest')", id_text)));
+    co_return r;
+  }
+  const std::string path = fmt::format("{}/{}", from_.checkpoints.dir, ss::history_file_name);
+  io::result<std::string> text = co_await read_history_text(path);
+  const ss::history_contents contents = text ? ss::parse_history(*text) : ss::history_contents{};
+  const ss::history_checkpoint* found = nullptr;
+  for (const ss::history_event& e : contents.events) {
+    if (const auto* c = std::get_if<ss::history_checkpoint>(&e); c != nullptr && c->id == id) found = c;
+  }
+  if (found == nullptr) {
+    r.status = 404;
+    const std::string why = !text ? text.error().message()
+                            : from_.checkpoints.history_entries == 0
+                                ? "the job keeps no history: checkpoint_history_entries is 0"
+                                : fmt::format("it keeps the newest {} events", from_.checkpoints.history_entries);
+    r.body = text_of(error_json(fmt::format("checkpoint {} is not in the history '{}' ({})", id, path, why)));
+    co_return r;
+  }
+  r.body = text_of(checkpoint_json(*found, true));
+  co_return r;
 }
 
 }  // namespace sluice::dataflow::detail

@@ -161,7 +161,9 @@ rt::task<void> stream_task::run() {
         break;
       }
       if (mailbox_.empty()) {
+        meters_.idle.begin(wiring_.executor->now());
         const bool woke = co_await wake_.wait();
+        meters_.idle.end(wiring_.executor->now());
         if (!woke) {
           ok = failure("stopped");
           break;
@@ -210,6 +212,7 @@ rt::task<void> stream_task::run() {
     failed = fmt::format("task {}: {}", wiring_.name, deferred_failure_->message());
   }
   phase_ = phase::ended;
+  meters_.idle.begin(wiring_.executor->now());  // until destroyed: an ended task does nothing
   ss::task_id id = wiring_.id;
   task_listener* listener = wiring_.listener;
   wiring_.runner->post([listener, id, failed] { listener->task_ended(id, failed); });
@@ -261,7 +264,9 @@ rt::task<io::result<void>> stream_task::handle_mailbox() {
 rt::task<io::result<void>> stream_task::step_source() {
   if (source_ended_ || input_paused_) {
     // Wait for a trigger (the final checkpoint) or the order to finish (or, paused, to stop).
+    meters_.idle.begin(wiring_.executor->now());
     const bool woke = co_await wake_.wait();
+    meters_.idle.end(wiring_.executor->now());
     if (!woke) co_return failure("stopped");
     co_return io::result<void>();
   }
@@ -277,7 +282,9 @@ rt::task<io::result<void>> stream_task::step_source() {
   if (status.value() == source_status::end) source_ended_ = true;
   if (status.value() == source_status::idle) {
     // A quiet source (a message system with nothing new): wait for it, a barrier or a message.
+    meters_.idle.begin(wiring_.executor->now());
     auto r = co_await rt::when_any(wait_readable(built_.source_), wait_event(&wake_));
+    meters_.idle.end(wiring_.executor->now());
     (void)r;
   }
   co_return io::result<void>();
@@ -356,12 +363,16 @@ rt::task<io::result<void>> stream_task::wait_for_work() {
   bf::input_gate& gate = *wiring_.gate;
   if (gate.finished()) co_return io::result<void>();
   std::optional<std::chrono::steady_clock::time_point> deadline = handler_->deadline();
+  // Idle: nothing to read (the task's input is what it waits for).
+  meters_.idle.begin(wiring_.executor->now());
   if (deadline) {
     auto r = co_await rt::when_any(wait_item(&gate), wait_event(&wake_), sleep_until(*deadline));
+    meters_.idle.end(wiring_.executor->now());
     if (r.index == 2) co_return co_await perform(handler_->on_timer());
     co_return io::result<void>();  // the loop takes the item, or reads the mailbox
   }
   auto r = co_await rt::when_any(wait_item(&gate), wait_event(&wake_));
+  meters_.idle.end(wiring_.executor->now());
   (void)r;
   co_return io::result<void>();
 }

@@ -128,8 +128,9 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   // Whether the task ends in a sink: it commits what each completed checkpoint covers.
   bool publishes() const noexcept { return built_.output_->is_sink(); }
   // For the job's metrics (job_metrics.hpp), on the task's executor: records the chain passed on
-  // (to the partition, or a sink's output), bytes in and backpressure, and the task's watermark
-  // (the smallest of its input channels', none before every channel sent one; a source: none).
+  // (to the partition, or a sink's output), bytes in, time idle and backpressured (task_meters.hpp),
+  // and the task's watermark (the smallest of its input channels', none before every channel sent
+  // one; a source: none).
   std::uint64_t records_out() const noexcept { return built_.output_->records_out(); }
   const task_meters& meters() const noexcept { return meters_; }
   std::optional<std::uint64_t> watermark() const noexcept {

@@ -144,12 +144,15 @@ TEST_CASE("a running job serves its metrics at /metrics by Prometheus convention
     CHECK(value_of(text, "sluice_task_records_in_total" + l).value_or(0) > 0);
     CHECK(value_of(text, "sluice_task_bytes_in_total" + l).value_or(0) > 0);
     CHECK(value_of(text, "sluice_task_credits_outstanding" + l).has_value());
+    // The counts take the readers' pairs only at checkpoints: between them they wait for input.
+    CHECK(value_of(text, "sluice_task_idle_seconds_total" + l).value_or(0) > 0);
   }
   for (const char* task : {"read#0", "read#1"}) {
     const std::string l = "{" + job + ",task=\"" + task + "\"}";
     CHECK(value_of(text, "sluice_task_records_out_total" + l).value_or(0) > 0);
     CHECK(value_of(text, "sluice_task_bytes_out_total" + l).value_or(0) > 0);
     CHECK(value_of(text, "sluice_task_backpressured_seconds_total" + l).value_or(-1) >= 0);
+    CHECK(value_of(text, "sluice_task_idle_seconds_total" + l).value_or(-1) >= 0);
     CHECK(value_of(text, "sluice_task_buffers_in_use{" + job + ",task=\"" + task + "\",pool=\"output\"}").has_value());
   }
   CHECK(value_of(text, "sluice_checkpoints_completed_total{" + job + "}").value_or(0) >= 1);

@@ -73,6 +73,16 @@ TEST_CASE("the status API describes a running job: the job, its graph with rates
   CHECK((*job)["checkpoint_mode"] == "unaligned");
   CHECK((*job)["checkpoint_interval_ms"] == 50);
   CHECK((*job)["history"] == true);
+  const json& settings = (*job)["checkpoint_settings"];
+  CHECK(settings["dir"] == dir.file("chk"));
+  CHECK(settings["mode"] == "unaligned");
+  CHECK(settings["interval_ms"] == 50);
+  CHECK(settings["min_pause_ms"] == 25);  // half the interval, as the coordinator's
+  CHECK(settings["timeout_ms"] == 600'000);
+  CHECK(settings["alignment_timeout_ms"].is_null());  // aligned_timeout only
+  CHECK(settings["tolerable_failures"].is_null());
+  CHECK(settings["retained"] == 3);
+  CHECK(settings["history_entries"] == 1000);
   CHECK((*job)["checkpoints"]["completed"] >= 2);
   CHECK((*job)["checkpoints"]["last_completed"].is_number());
   CHECK((*job)["progress"]["source_records"] > 0);
@@ -102,9 +112,18 @@ TEST_CASE("the status API describes a running job: the job, its graph with rates
   for (const json& t : (*graph)["tasks"]) {
     names.insert(t["name"].get<std::string>());
     CHECK(t["here"] == true);
-    CHECK(t["backpressured_ratio"] >= 0);
-    CHECK(t["backpressured_ratio"] <= 1);
     CHECK(t["executor"] < 2);
+    for (const char* share : {"busy_ratio", "idle_ratio", "backpressured_ratio"}) {
+      INFO(t["name"] << " " << share);
+      REQUIRE(t[share].is_number());
+      CHECK(t[share] >= 0);
+      CHECK(t[share] <= 1);
+    }
+    const double sum =
+        t["busy_ratio"].get<double>() + t["idle_ratio"].get<double>() + t["backpressured_ratio"].get<double>();
+    CHECK(sum <= 1 + 1e-9);
+    CHECK(sum >= 1 - 1e-9);  // busy is the rest
+    CHECK(t["bottleneck"].is_boolean());
   }
   CHECK(names == std::set<std::string>{"left#0", "left#1", "right#0", "right#1", "join#0", "join#1"});
   const json& join0 = (*graph)["tasks"][4];
@@ -117,6 +136,39 @@ TEST_CASE("the status API describes a running job: the job, its graph with rates
     CHECK(e["busy_ratio"] <= 1);
     CHECK(e["buffers"] > 0);
   }
+
+  // The slow sink is the bottleneck: the joins (the sink's tasks) are busy, the sources that feed
+  // them backpressured. The shares are over a window of a second: until that shows.
+  std::optional<json> settled = j.poll("/api/graph", [](const json& g) {
+    bool sink_bottleneck = false;
+    bool sources_backpressured = true;
+    for (const json& t : g["tasks"]) {
+      const std::string name = t["name"];
+      if (name.rfind("join#", 0) == 0 && t["bottleneck"] == true) sink_bottleneck = true;
+      if (name.rfind("join#", 0) != 0 && t["backpressured_ratio"] < 0.5) sources_backpressured = false;
+    }
+    return sink_bottleneck && sources_backpressured;
+  });
+  REQUIRE(settled);
+  INFO(settled->dump(2));
+  for (const json& t : (*settled)["tasks"]) {
+    const std::string name = t["name"];
+    if (name.rfind("join#", 0) == 0) {
+      CHECK(t["backpressured_ratio"] == 0);  // a sink has no output partition
+    } else {
+      CHECK(t["bottleneck"] == false);  // a source has no upstream to hold up
+      CHECK(t["backpressured_ratio"] >= 0.5);
+      CHECK(t["busy_ratio"] < 0.5);
+    }
+  }
+  bool sink_hot = false;
+  for (const json& t : (*settled)["tasks"]) {
+    if (t["bottleneck"] == true) {
+      CHECK(t["busy_ratio"] >= 0.5);
+      sink_hot = true;
+    }
+  }
+  CHECK(sink_hot);
 
   // The newest completed checkpoint, per task.
   std::optional<json> latest = get_json(j.port(), "/api/checkpoints/latest");
@@ -131,6 +183,34 @@ TEST_CASE("the status API describes a running job: the job, its graph with rates
     CHECK(t["write_ms"] >= 0);
     CHECK(t["fsync_ms"] >= 0);
     CHECK((t["start_delay_ms"].is_null() || t["start_delay_ms"] >= 0));
+  }
+
+  // Any checkpoint of the history by its id, with its tasks; the newest completed one is the same.
+  const std::uint64_t latest_id = (*latest)["id"];
+  std::optional<json> by_id = get_json(j.port(), "/api/checkpoints/" + std::to_string(latest_id));
+  REQUIRE(by_id);
+  CHECK(*by_id == *latest);
+  const std::uint64_t oldest_id = (*cps)["checkpoints"][0]["id"];
+  std::optional<json> oldest = get_json(j.port(), "/api/checkpoints/" + std::to_string(oldest_id));
+  REQUIRE(oldest);
+  CHECK((*oldest)["id"] == oldest_id);
+  CHECK((*oldest)["task_breakdown"].is_array());
+  // An id the history does not hold: 404; not an id: 400; both say why, in JSON.
+  std::optional<http_reply> missing = http_get(j.port(), "/api/checkpoints/987654321");
+  REQUIRE(missing);
+  CHECK(missing->status == 404);
+  CHECK(missing->header("content-type") == "application/json");
+  const json missing_body = json::parse(missing->body, nullptr, false);
+  REQUIRE(missing_body.is_object());
+  CHECK(missing_body["error"].get<std::string>().find("checkpoint 987654321 is not in the history") != std::string::npos);
+  for (const char* bad_id : {"abc", "0", "-1", "7x", "99999999999999999999999", "3/tasks", "%20", ""}) {
+    std::optional<http_reply> refused = http_get(j.port(), std::string("/api/checkpoints/") + bad_id);
+    INFO(bad_id);
+    REQUIRE(refused);
+    CHECK(refused->status == 400);
+    const json body = json::parse(refused->body, nullptr, false);
+    REQUIRE(body.is_object());
+    CHECK(body["error"].get<std::string>().find("is not a checkpoint id") != std::string::npos);
   }
 
   // ?recent=N keeps the newest N; bad values fall back to the default.
@@ -201,6 +281,11 @@ TEST_CASE("the status API's history outlives a run: a restart shows both starts 
     if (cps && (*cps)["summary"]["starts"] == 2) break;
     std::this_thread::sleep_for(5ms);
   }
+  // The checkpoint it resumed from, as the first run recorded it, per task.
+  std::optional<json> resumed_checkpoint;
+  if (job && (*job)["resumed_from"].is_number()) {
+    resumed_checkpoint = get_json(port, "/api/checkpoints/" + std::to_string((*job)["resumed_from"].get<std::uint64_t>()));
+  }
   stop.request_stop();
   t.join();
   REQUIRE(second.resumed_from.has_value());
@@ -215,6 +300,19 @@ TEST_CASE("the status API's history outlives a run: a restart shows both starts 
   CHECK((*cps)["starts"][1]["resumed_from"] == *second.resumed_from);
   CHECK((*cps)["starts"][1]["restore_ms"] > 0);
   CHECK((*cps)["summary"]["completed"] >= 2);  // the first run's
+  CHECK((*cps)["starts"][1]["unix_ms"] >= (*cps)["starts"][0]["unix_ms"]);
+  CHECK((*job)["checkpoint_settings"]["mode"] == "aligned");
+  CHECK((*job)["checkpoint_settings"]["interval_ms"] == 20);
+  REQUIRE(resumed_checkpoint);
+  INFO(resumed_checkpoint->dump(2));
+  CHECK((*resumed_checkpoint)["id"] == *second.resumed_from);
+  CHECK((*resumed_checkpoint)["outcome"] == "completed");
+  REQUIRE((*resumed_checkpoint)["task_breakdown"].size() == 4);  // 2 readers, 2 counts
+  for (const json& t : (*resumed_checkpoint)["task_breakdown"]) {
+    CHECK(t["write_ms"] >= 0);
+    CHECK(t["operator_state_bytes"].is_number());
+    CHECK(t["channel_state_bytes"] == 0);  // aligned
+  }
 }
 
 TEST_CASE("the status API answers for a job whose names are not UTF-8, replacing the bytes") {

@@ -68,20 +68,48 @@ std::string element(const std::string& dom, const std::string& tag, const std::s
   return dom.substr(start, end - start);
 }
 
+// The slow sink's tasks (join#*) are the bottleneck and every source is backpressured: the state the
+// page is to show, over the API's window of a second.
+bool sink_is_bottleneck(const nlohmann::json& graph) {
+  bool bottleneck = false;
+  for (const nlohmann::json& t : graph["tasks"]) {
+    const bool join = t["name"].get<std::string>().rfind("join#", 0) == 0;
+    if (join && t["bottleneck"] == true) bottleneck = true;
+    if (!join && t["backpressured_ratio"] < 0.5) return false;
+  }
+  return bottleneck;
+}
+
+// The newest completed checkpoint of the history.
+std::uint64_t newest_completed(const nlohmann::json& checkpoints) {
+  std::uint64_t id = 0;
+  for (const nlohmann::json& c : checkpoints["checkpoints"]) {
+    if (c["outcome"] == "completed") id = c["id"];
+  }
+  return id;
+}
+
 }  // namespace
 
 TEST_CASE("the status page draws a running job in headless Chromium: graph, checkpoints, per-task breakdown") {
   if (chromium_missing()) return;
   temp_dir dir;
   running_join j(dir);
-  // Two completed checkpoints in the history first, so every view has something to draw.
-  REQUIRE(j.poll("/api/checkpoints", [](const nlohmann::json& c) { return c["summary"]["completed"] >= 2; }));
+  // Two completed checkpoints in the history first, so every view has something to draw; and the
+  // sink's backpressure established.
+  std::optional<nlohmann::json> cps =
+      j.poll("/api/checkpoints", [](const nlohmann::json& c) { return c["summary"]["completed"] >= 2; });
+  REQUIRE(cps);
+  REQUIRE(j.poll("/api/graph", sink_is_bottleneck));
   std::optional<sluice::test::http_reply> page = http_get(j.port(), "/");
   REQUIRE(page);
   CHECK(page->status == 200);
   CHECK(page->header("content-type") == "text/html; charset=utf-8");
 
-  const std::string url = "http://127.0.0.1:" + std::to_string(j.port()) + "/";
+  // A checkpoint of the history opened by the URL, as a click in the history table does.
+  const std::uint64_t chosen = newest_completed(*cps);
+  REQUIRE(chosen > 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(j.port()) + "/#checkpoint=" + std::to_string(chosen);
   // --virtual-time-budget: the page's script runs (its fetches answered by the job) until the
   // budget of virtual time is spent, then the DOM is dumped.
   const std::string dom = run_chromium(dir, "--virtual-time-budget=5000 --dump-dom", url);
@@ -94,10 +122,21 @@ TEST_CASE("the status page draws a running job in headless Chromium: graph, chec
   CHECK(element(dom, "b", "job-resumed") == "a fresh start");
   // The graph: one .task per task, each named; three stages.
   const std::string graph = element(dom, "div", "graph");
-  CHECK(count_of(graph, "class=\"task\"") == 6);
+  CHECK(count_of(graph, "<g class=\"task") == 6);
   for (const char* t : {"left#0", "left#1", "right#0", "right#1", "join#0", "join#1"}) {
     CHECK(graph.find(std::string("data-task=\"") + t + "\"") != std::string::npos);
   }
+  // Busy and backpressure side by side; the slow sink marked the bottleneck, its sources backpressured.
+  CHECK(std::regex_search(graph, std::regex("<g class=\"task bottleneck busy\" data-task=\"join#[01]\"")));
+  CHECK(!std::regex_search(graph, std::regex("class=\"task bottleneck[^\"]*\" data-task=\"(left|right)#")));
+  CHECK(count_of(graph, "class=\"task backpressured\"") == 4);
+  CHECK(count_of(graph, "busy ") >= 6);
+  const std::string tasks = element(dom, "tbody", "tasks");
+  CHECK(count_of(tasks, "<tr class=\"task-row") == 6);
+  CHECK(count_of(tasks, "<td class=\"busy\">") == 6);
+  CHECK(count_of(tasks, "<td class=\"backpressured\">") == 6);
+  CHECK(std::regex_search(tasks, std::regex("<tr class=\"task-row bottleneck\" data-task=\"join#[01]\">"
+                                            "<td>join#[01]<span class=\"badge\">bottleneck</span>")));
   CHECK(graph.find(">left<") != std::string::npos);
   CHECK(graph.find(">join<") != std::string::npos);
   CHECK(graph.find("marker-end") != std::string::npos);  // the edges
@@ -107,7 +146,7 @@ TEST_CASE("the status page draws a running job in headless Chromium: graph, chec
   CHECK(element(dom, "div", "chart-duration").find("<circle") != std::string::npos);
   CHECK(element(dom, "div", "chart-size").find("<rect") != std::string::npos);
   const std::string history = element(dom, "tbody", "history-rows");
-  CHECK(count_of(history, "<tr>") >= 2);
+  CHECK(count_of(history, "<tr class=\"checkpoint") >= 2);
   CHECK(history.find("unaligned") != std::string::npos);
   CHECK(history.find("completed") != std::string::npos);
   CHECK(element(dom, "span", "latest-id").find("unaligned") != std::string::npos);
@@ -116,6 +155,24 @@ TEST_CASE("the status page draws a running job in headless Chromium: graph, chec
   CHECK(latest.find("join#1") != std::string::npos);
   CHECK(latest.find("class=\"stack\"") != std::string::npos);
   CHECK(element(dom, "tbody", "restores").find("fresh start") != std::string::npos);
+  // The checkpoint the URL chose: its row marked, its tasks shown.
+  const std::string id = std::to_string(chosen);
+  CHECK(history.find("<tr class=\"checkpoint selected\" data-checkpoint=\"" + id + "\">") != std::string::npos);
+  CHECK(count_of(history, "<a href=\"#checkpoint=") >= 2);
+  CHECK(dom.find("<section id=\"checkpoint-detail\" data-state=\"shown\">") != std::string::npos);
+  CHECK(element(dom, "span", "detail-id") == id);
+  CHECK(element(dom, "div", "detail-summary").find("completed") != std::string::npos);
+  const std::string detail = element(dom, "tbody", "detail-tasks");
+  CHECK(count_of(detail, "<tr>") == 6);
+  CHECK(detail.find("left#0") != std::string::npos);
+  CHECK(detail.find("class=\"stack\"") != std::string::npos);
+  // The checkpoint settings.
+  const std::string settings = element(dom, "tbody", "settings");
+  CHECK(settings.find("<th>mode</th><td>unaligned</td>") != std::string::npos);
+  CHECK(settings.find("<th>interval</th><td>50.0 ms</td>") != std::string::npos);
+  CHECK(settings.find("<th>retained</th><td>3 completed</td>") != std::string::npos);
+  CHECK(settings.find(dir.file("chk")) != std::string::npos);
+  CHECK(element(dom, "div", "chart-duration").find("restart-marker") == std::string::npos);  // never restarted
   // The job is up: no "ended" banner.
   CHECK(dom.find("data-ended") == std::string::npos);
 
@@ -127,6 +184,45 @@ TEST_CASE("the status page draws a running job in headless Chromium: graph, chec
   CHECK(std::filesystem::file_size(shot) > 20'000);
   std::printf("status page screenshot: %s\n", shot.c_str());
 
+  CHECK(j.stop().exit_code == 130);
+}
+
+TEST_CASE("the status page marks a restart on its charts and opens no checkpoint the history lacks") {
+  if (chromium_missing()) return;
+  temp_dir dir;
+  // Checkpoints every half second: the page's charts show the newest 200, and the first run's must
+  // still be among them when the page loads (the restart is marked within the checkpoints shown).
+  constexpr std::chrono::milliseconds interval(500);
+  {
+    running_join first(dir, interval);
+    REQUIRE(first.poll("/api/checkpoints", [](const nlohmann::json& c) { return c["summary"]["completed"] >= 2; }));
+    REQUIRE(first.stop().exit_code == 130);
+  }
+  running_join j(dir, interval);  // resumes from the first run's newest checkpoint
+  // Once the restart's line reached the history (it is written beside the job, not before it).
+  std::optional<nlohmann::json> cps =
+      j.poll("/api/checkpoints", [](const nlohmann::json& c) { return c["summary"]["restores"] == 1; });
+  REQUIRE(cps);
+  REQUIRE((*cps)["starts"].size() == 2);
+  const nlohmann::json resumed = (*cps)["starts"][1]["resumed_from"];
+  REQUIRE(resumed.is_number());
+  const std::string resumed_from = std::to_string(resumed.get<std::uint64_t>());
+
+  const std::string url = "http://127.0.0.1:" + std::to_string(j.port()) + "/#checkpoint=987654321";
+  const std::string dom = run_chromium(dir, "--virtual-time-budget=5000 --dump-dom", url);
+  INFO(dom);
+  CHECK(dom.find("data-loaded=\"1\"") != std::string::npos);
+  CHECK(element(dom, "b", "job-resumed") == "checkpoint " + resumed_from);
+  // One restart, marked where it happened with what it resumed from; the first start precedes
+  // every checkpoint shown, so it is no marker.
+  const std::string chart = element(dom, "div", "chart-duration");
+  CHECK(count_of(chart, "<g class=\"restart-marker\">") == 1);
+  CHECK(chart.find(">restart, resumed from checkpoint " + resumed_from + "</text>") != std::string::npos);
+  CHECK(count_of(element(dom, "tbody", "restores"), "<tr>") == 2);
+  // The URL's checkpoint is not in the history: the panel says so instead of a breakdown.
+  CHECK(dom.find("<section id=\"checkpoint-detail\" data-state=\"missing\">") != std::string::npos);
+  CHECK(element(dom, "div", "detail-summary").find("checkpoint 987654321 is not in the history") != std::string::npos);
+  CHECK(element(dom, "tbody", "detail-tasks").empty());
   CHECK(j.stop().exit_code == 130);
 }
 

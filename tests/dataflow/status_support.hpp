@@ -1,6 +1,6 @@
 #pragma once
 // What the status page's tests share: a slow, backpressured join (a sink of 200 µs per line, unaligned
-// checkpoints every 50 ms) that runs on a thread of its own with its endpoint on an ephemeral port,
+// checkpoints every 50 ms unless told) that runs on a thread of its own with its endpoint on an ephemeral port,
 // until stopped; and a GET of a JSON view.
 
 #include <sluice/dataflow/job_runner.hpp>
@@ -35,13 +35,13 @@ inline std::optional<nlohmann::json> get_json(std::uint16_t port, const std::str
 
 class running_join {
  public:
-  explicit running_join(const temp_dir& dir) {
+  explicit running_join(const temp_dir& dir, std::chrono::milliseconds checkpoint_interval = std::chrono::milliseconds(50)) {
     write_join_file(dir.file("left.csv"), 20'000, 50, 10'000, 1, "L");
     write_join_file(dir.file("right.csv"), 20'000, 50, 10'000, 2, "R");
     dataflow::build_join(job_, {dir.file("left.csv"), dir.file("right.csv"), dir.file("out"), 2, 1000,
                                 std::chrono::microseconds(200)});
     settings_.checkpoint_dir = dir.file("chk");
-    settings_.checkpoint_interval = std::chrono::milliseconds(50);
+    settings_.checkpoint_interval = checkpoint_interval;
     settings_.mode = snapshot::checkpoint_mode::unaligned;
     settings_.handle_signals = false;
     settings_.metrics_address = "127.0.0.1:0";
