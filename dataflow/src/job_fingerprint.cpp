@@ -188,6 +188,9 @@ class line_reader {
 
 // --- differences ------------------------------------------------------------------------------------
 
+// A keyed stage's max parallelism (job.hpp), named as such in a difference.
+constexpr std::string_view key_groups_key = "key_groups";
+
 std::string_view key_of(std::string_view entry) { return entry.substr(0, entry.find('=')); }
 std::string_view value_of(std::string_view entry) {
   const std::size_t eq = entry.find('=');
@@ -252,11 +255,29 @@ void stage_differences(const job_fingerprint& taken, const job_fingerprint& now,
     return;
   }
   for (std::size_t i = 0; i < t.entries.size(); ++i) {
-    if (t.entries[i] != n.entries[i]) {
-      out.push_back(fmt::format("{} was taken with {} (stage '{}'); this run has {}", at, t.entries[i], t.name,
-                                value_of(n.entries[i])));
+    if (t.entries[i] == n.entries[i]) continue;
+    if (key_of(t.entries[i]) == key_groups_key) {
+      out.push_back(fmt::format("{} was taken with stage '{}' at max parallelism {} (key groups); this run has {}", at,
+                                t.name, value_of(t.entries[i]), value_of(n.entries[i])));
+      continue;
+    }
+    out.push_back(fmt::format("{} was taken with {} (stage '{}'); this run has {}", at, t.entries[i], t.name,
+                              value_of(n.entries[i])));
+  }
+}
+
+// Whether a keyed stage's max parallelism differs (same chains only): it can never change on resume.
+bool key_groups_differ(const job_fingerprint& was, const job_fingerprint& now) {
+  if (was.stages.size() != now.stages.size()) return false;
+  for (std::size_t s = 0; s < was.stages.size(); ++s) {
+    const auto& t = was.stages[s].entries;
+    const auto& n = now.stages[s].entries;
+    if (!same_chain(t, n)) continue;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      if (key_of(t[i]) == key_groups_key && t[i] != n[i]) return true;
     }
   }
+  return false;
 }
 
 }  // namespace
@@ -472,9 +493,12 @@ std::optional<std::string> resume_refusal(const job_fingerprint& now, const snap
   for (std::size_t i = 0; i < differences.size() && i < max_named; ++i) out.append(differences[i]).append("\n");
   if (differences.size() > max_named) out += fmt::format("(and {} more differences)\n", differences.size() - max_named);
   out += fmt::format("not resuming from '{}' (nothing was changed): rerun with the arguments checkpoint {} was taken "
-                     "with, or {}{}{}",
+                     "with, or {}{}{}{}",
                      checkpoint_dir, id, afresh,
                      rescaled ? "; resuming at another parallelism (rescaling) is not supported yet" : "",
+                     key_groups_differ(was, now) ? "; a keyed stage's max parallelism cannot change across a resume "
+                                                   "(its state is kept by key group)"
+                                                 : "",
                      rebuilt ? fmt::format("; with the same arguments, the job's operators changed (another build of "
                                            "the job or of sluice): finish it with the build that took checkpoint {}",
                                            id)

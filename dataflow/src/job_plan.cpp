@@ -48,6 +48,7 @@ job_plan job_plan::make(const job_builder& job, plan_shape shape) {
   std::size_t next_task = 0;
   for (std::size_t s = 0; s < defs.size(); ++s) {
     if (!defs[s].build) throw std::invalid_argument(fmt::format("stage '{}' has no output (add a sink)", defs[s].name));
+    detail::check_key_groups(defs[s].name, defs[s].parallelism, defs[s].key_groups);
     stage_plan& st = plan.stages_[s];
     st.first_task = next_task;
     st.parallelism = defs[s].parallelism;
@@ -202,6 +203,18 @@ void close_ports(stage_def& stage) {
       ports[i].fan(b, tail, i, b.output_to(ports[i].consumer, ports[i].input));
     }
   };
+}
+
+void check_key_groups(const std::string& stage, std::size_t parallelism, std::size_t key_groups) {
+  if (key_groups == 0) return;  // not keyed
+  if (key_groups > max_key_groups) {
+    throw std::invalid_argument(fmt::format("stage '{}': max parallelism {} above the most key groups a stage may have "
+                                            "({})", stage, key_groups, max_key_groups));
+  }
+  if (parallelism > key_groups) {
+    throw std::invalid_argument(fmt::format("stage '{}': parallelism {} above its max parallelism {} (key groups); "
+                                            "raise it with max_parallelism()", stage, parallelism, key_groups));
+  }
 }
 
 void check_sink_alone(const stage_def& stage, const std::string& sink) {

@@ -61,6 +61,7 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
   b.set_max_record_bytes(settings_.max_record_bytes);
   b.set_input_sizes(input_sizes(identity_, slot->stage));  // the sources read their inputs as fingerprinted
   b.set_names(job_.name(), stage.name);
+  b.set_key_groups(stage.key_groups);
   b.set_outputs(plan_.stages()[slot->stage].outputs);
   stage.build(b);
   if (b.output_ == nullptr || (b.source_ == nullptr) == (b.input_ == nullptr)) {

@@ -76,7 +76,7 @@ TEST_CASE("the word-count fingerprint names every stage, its parallelism, upstre
   CHECK(fp.stages[0] ==
         stage_identity{"read", 2, {}, {"source=read_lines", "op=flat_map", "op=combine", "output=key_by"}});
   CHECK(fp.stages[1] ==
-        stage_identity{"count", 2, {0}, {"op=aggregate", "sink=write_lines", "write_lines.dir=/data/out"}});
+        stage_identity{"count", 2, {0}, {"key_groups=128", "op=aggregate", "sink=write_lines", "write_lines.dir=/data/out"}});
   REQUIRE(fp.inputs.size() == 1);
   CHECK(fp.inputs[0].stage == 0);
   CHECK(fp.inputs[0].path == "/data/in.txt");
@@ -94,8 +94,8 @@ TEST_CASE("the windowed word-count fingerprint has its own source and the window
   REQUIRE(fp.stages.size() == 2);
   CHECK(fp.stages[0] == stage_identity{"read", 1, {}, {"source=read_indexed_lines", "op=flat_map", "output=key_by"}});
   CHECK(fp.stages[1] == stage_identity{"count", 3, {0},
-                                       {"op=window", "window.kind=tumbling", "window.size=1000", "sink=write_lines",
-                                        "write_lines.dir=/data/out"}});
+                                       {"key_groups=128", "op=window", "window.kind=tumbling", "window.size=1000",
+                                        "sink=write_lines", "write_lines.dir=/data/out"}});
 }
 
 TEST_CASE("the join fingerprint has both sources, the window join reading them in order, and its window",
@@ -106,8 +106,8 @@ TEST_CASE("the join fingerprint has both sources, the window join reading them i
   CHECK(fp.stages[0] == stage_identity{"left", 2, {}, side});
   CHECK(fp.stages[1] == stage_identity{"right", 2, {}, side});
   CHECK(fp.stages[2] == stage_identity{"join", 2, {0, 1},
-                                       {"op=window_join", "window_join.kind=tumbling", "window_join.window_ms=1000",
-                                        "sink=write_lines", "write_lines.dir=/data/out"}});
+                                       {"key_groups=128", "op=window_join", "window_join.kind=tumbling",
+                                        "window_join.window_ms=1000", "sink=write_lines", "write_lines.dir=/data/out"}});
   REQUIRE(fp.inputs.size() == 2);
   CHECK(fp.inputs[0].path == "/data/l.csv");
   CHECK(fp.inputs[1].stage == 1);
@@ -129,7 +129,7 @@ TEST_CASE("generate records its count, print its kind, and identify() a paramete
   REQUIRE(fp.stages.size() == 2);
   CHECK(fp.stages[0].entries ==
         std::vector<std::string>{"source=generate", "generate.count=500", "op=filter", "filter.modulus=3", "output=key_by"});
-  CHECK(fp.stages[1].entries == std::vector<std::string>{"op=partition", "op=map", "sink=print"});
+  CHECK(fp.stages[1].entries == std::vector<std::string>{"key_groups=128", "op=partition", "op=map", "sink=print"});
   CHECK(fp.inputs.empty());
 }
 
@@ -147,8 +147,8 @@ TEST_CASE("a fingerprint round-trips through its text form, odd bytes and all", 
   fp.stages[1].entries.push_back("odd=\x01\xff=%41 ");
   fp.inputs[0] = input_identity{0, "/data/with space/l.csv", 1048576, 0x1234abcd};
   const std::string text = encode_fingerprint(fp);
-  CHECK(text.rfind("sluice-fingerprint 2\njob a%20job%20%25%20with%20spaces%0Aand%20a%20newline\nstage  2 - 3\n", 0) == 0);
-  CHECK(text.find("stage join 2 0,1 5\n") != std::string::npos);
+  CHECK(text.rfind("sluice-fingerprint 3\njob a%20job%20%25%20with%20spaces%0Aand%20a%20newline\nstage  2 - 3\n", 0) == 0);
+  CHECK(text.find("stage join 2 0,1 6\n") != std::string::npos);
   CHECK(text.find("input 0 1048576 1234abcd /data/with%20space/l.csv\n") != std::string::npos);
   auto back = decode_fingerprint(text);
   REQUIRE(back.ok());
@@ -162,14 +162,14 @@ TEST_CASE("a fingerprint that is damaged, cut short or of another version does n
     auto r = decode_fingerprint(t);
     return r.ok() ? std::string("decoded") : r.error().message();
   };
-  CHECK(error_of("sluice-fingerprint 3\njob x\n") == "job fingerprint: line 1: unsupported version 3 (this build reads 2)");
+  CHECK(error_of("sluice-fingerprint 4\njob x\n") == "job fingerprint: line 1: unsupported version 4 (this build reads 3)");
   CHECK(error_of(text.substr(0, text.size() - 1)) == "job fingerprint: cut short (no '\\n' at the end)");
-  CHECK(error_of("sluice-fingerprint 2\njob x\nstage a 1 - 2\nentry op=map\n") ==
+  CHECK(error_of("sluice-fingerprint 3\njob x\nstage a 1 - 2\nentry op=map\n") ==
         "job fingerprint: line 5: expected 'entry <key=value>'");
-  CHECK(error_of("sluice-fingerprint 2\njob x%4\n") == "job fingerprint: line 2: expected 'job <name>'");
-  CHECK(error_of("sluice-fingerprint 2\njob x\nstage a 1 3 0\n") ==
+  CHECK(error_of("sluice-fingerprint 3\njob x%4\n") == "job fingerprint: line 2: expected 'job <name>'");
+  CHECK(error_of("sluice-fingerprint 3\njob x\nstage a 1 3 0\n") ==
         "job fingerprint: line 3: upstream '3' is not an earlier stage");
-  CHECK(error_of("sluice-fingerprint 2\njob x\nstage a 1 - 0\ninput 4 1 00000000 p\n") ==
+  CHECK(error_of("sluice-fingerprint 3\njob x\nstage a 1 - 0\ninput 4 1 00000000 p\n") ==
         "job fingerprint: line 4: expected 'input <stage> <size_bytes> <crc32c> <path>'");
   for (std::size_t cut = 1; cut + 1 < text.size(); ++cut) {
     if (text[cut - 1] == '\n') continue;  // a cut after a whole line may still parse (fewer inputs)
@@ -214,9 +214,9 @@ TEST_CASE("fingerprint differences are named in user terms", "[dataflow][fingerp
                 "checkpoint 4 was taken with stage 'read' built as [source=read_indexed_lines, op=flat_map, "
                 "output=key_by]; this run builds it as [source=read_lines, op=flat_map, op=combine, output=key_by]",
                 "checkpoint 4 was taken with stage 'count' at parallelism 1; this run has 2",
-                "checkpoint 4 was taken with stage 'count' built as [op=window, window.kind=tumbling, window.size=1000, "
-                "sink=write_lines, write_lines.dir=/data/out]; this run builds it as [op=aggregate, sink=write_lines, "
-                "write_lines.dir=/data/out]"});
+                "checkpoint 4 was taken with stage 'count' built as [key_groups=128, op=window, window.kind=tumbling, "
+                "window.size=1000, sink=write_lines, write_lines.dir=/data/out]; this run builds it as [key_groups=128, "
+                "op=aggregate, sink=write_lines, write_lines.dir=/data/out]"});
 }
 
 TEST_CASE("inputs differ by content: another file, a changed file, the same bytes under another path match",
@@ -340,12 +340,50 @@ TEST_CASE("resume_refusal lets a fresh start and a matching checkpoint through a
         "with empty checkpoint and output directories, or finish the job with the sluice build that wrote it");
   CHECK(resume_refusal(wordcount_identity(2), plan_with(std::nullopt, "sluice-fingerprint 9\n"), "chk") ==
         "checkpoint 7 under 'chk' records a job fingerprint this build cannot read (job fingerprint: line 1: "
-        "unsupported version 9 (this build reads 2)); not resuming (nothing was changed): start afresh with empty "
+        "unsupported version 9 (this build reads 3)); not resuming (nothing was changed): start afresh with empty "
         "checkpoint and output directories");
   CHECK(resume_refusal(wordcount_identity(2), plan_with(std::nullopt, "sluice-fingerprint 1\njob wordcount\n"), "chk") ==
-        "checkpoint 7 under 'chk' was taken by an earlier sluice build (job fingerprint version 1; this build writes 2), "
+        "checkpoint 7 under 'chk' was taken by an earlier sluice build (job fingerprint version 1; this build writes 3), "
         "whose operator and sink state this build cannot read; not resuming (nothing was changed): finish the job with "
         "the sluice build that took it, or start afresh with empty checkpoint and output directories");
+}
+
+TEST_CASE("a checkpoint taken before key groups is refused by its fingerprint version, not restored into other tasks",
+          "[dataflow][fingerprint][key_group]") {
+  // Version 2 routed key_by by stable_hash(key) mod n: its keyed state sits in tasks that no longer
+  // receive those keys. The text is what such a build wrote for the word count.
+  const std::string version_2 =
+      "sluice-fingerprint 2\njob wordcount\nstage read 2 - 4\nentry source=read_lines\nentry op=flat_map\n"
+      "entry op=combine\nentry output=key_by\nstage count 2 0 3\nentry op=aggregate\nentry sink=write_lines\n"
+      "entry write_lines.dir=/data/out\ninput 0 0 00000000 /data/in.txt\n";
+  CHECK(resume_refusal(wordcount_identity(2), plan_with(std::nullopt, version_2), "chk") ==
+        "checkpoint 7 under 'chk' was taken by an earlier sluice build (job fingerprint version 2; this build writes 3), "
+        "whose operator and sink state this build cannot read; not resuming (nothing was changed): finish the job with "
+        "the sluice build that took it, or start afresh with empty checkpoint and output directories");
+}
+
+TEST_CASE("a resume with another max parallelism is refused naming the stage and both values",
+          "[dataflow][fingerprint][key_group]") {
+  const auto counts = [](std::size_t groups) {
+    job_builder job("counts");
+    job.generate<std::uint64_t>("gen", 1, 100, [](std::uint64_t n) { return n; })
+        .key_by<std::uint64_t>([](const std::uint64_t& n) { return n % 7; })
+        .max_parallelism(groups)
+        .aggregate<std::uint64_t, std::string>(
+            "count", 2, [](std::uint64_t& c, const std::uint64_t&) { ++c; },
+            [](const std::uint64_t& k, const std::uint64_t& c) { return std::to_string(k) + " " + std::to_string(c); })
+        .discard();
+    return describe_job(job);
+  };
+  CHECK(fingerprint_differences(counts(128), counts(256), 7) ==
+        std::vector<std::string>{"checkpoint 7 was taken with stage 'count' at max parallelism 128 (key groups); this "
+                                 "run has 256"});
+  CHECK(resume_refusal(counts(256), plan_with(counts(128)), "chk") ==
+        "checkpoint 7 was taken with stage 'count' at max parallelism 128 (key groups); this run has 256\n"
+        "not resuming from 'chk' (nothing was changed): rerun with the arguments checkpoint 7 was taken with, or start "
+        "afresh with empty checkpoint and output directories; a keyed stage's max parallelism cannot change across a "
+        "resume (its state is kept by key group)");
+  CHECK_FALSE(resume_refusal(counts(128), plan_with(counts(128)), "chk"));
 }
 
 TEST_CASE("a checkpoint of the word count before its combiner is refused, naming both chains and the build",

@@ -372,6 +372,17 @@ void refused_after_rewrite(Rewrite rewrite, const std::string& named) {
 
 using manifest_metadata = std::map<std::string, std::vector<std::byte>>;
 
+// The fingerprint in `meta` as a build of fingerprint version `version` wrote it (its header).
+void rewrite_version(manifest_metadata& meta, int version) {
+  const std::string now = "sluice-fingerprint " + std::to_string(job_fingerprint_version) + "\n";
+  auto& bytes = meta.at(std::string(sluice::snapshot::job_fingerprint_key));
+  std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  REQUIRE(text.rfind(now, 0) == 0);
+  text.replace(0, now.size(), "sluice-fingerprint " + std::to_string(version) + "\n");
+  const auto raw = std::as_bytes(std::span<const char>(text.data(), text.size()));
+  bytes.assign(raw.begin(), raw.end());
+}
+
 }  // namespace
 
 TEST_CASE("a checkpoint that records no fingerprint predates identity checks and is refused", "[dataflow][identity]") {
@@ -383,17 +394,15 @@ TEST_CASE("a checkpoint that records no fingerprint predates identity checks and
 TEST_CASE("a checkpoint of an earlier build (fingerprint version 1) is refused before any sink reads its state",
           "[dataflow][identity]") {
   // Version 1 wrote sink state without the run's framing (sink_run.cpp).
-  refused_after_rewrite(
-      [](manifest_metadata& meta) {
-        const std::string now = "sluice-fingerprint " + std::to_string(job_fingerprint_version) + "\n";
-        auto& bytes = meta.at(std::string(sluice::snapshot::job_fingerprint_key));
-        std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-        REQUIRE(text.rfind(now, 0) == 0);
-        text.replace(0, now.size(), "sluice-fingerprint 1\n");
-        const auto raw = std::as_bytes(std::span<const char>(text.data(), text.size()));
-        bytes.assign(raw.begin(), raw.end());
-      },
-      "was taken by an earlier sluice build (job fingerprint version 1");
+  refused_after_rewrite([](manifest_metadata& meta) { rewrite_version(meta, 1); },
+                        "was taken by an earlier sluice build (job fingerprint version 1");
+}
+
+TEST_CASE("a checkpoint taken before key groups (fingerprint version 2) is refused before any task restores it",
+          "[dataflow][identity][key_group]") {
+  // Version 2 routed key_by by stable_hash(key) mod n: its keyed state is in the wrong tasks.
+  refused_after_rewrite([](manifest_metadata& meta) { rewrite_version(meta, 2); },
+                        "was taken by an earlier sluice build (job fingerprint version 2; this build writes 3)");
 }
 
 TEST_CASE("run_job refuses a FIFO, a character device or a directory as input before it makes anything",

@@ -410,10 +410,10 @@ TEST_CASE("process, process_with and join record their operator in the job's ide
     by_name[job.stages()[i].name] = &job.stages()[i];
     index[job.stages()[i].name] = i;
   }
-  CHECK(by_name.at("p")->identity.front() == "op=process");
-  CHECK(by_name.at("pw")->identity.front() == "op=process_with");
+  CHECK(by_name.at("p")->identity == std::vector<std::string>{"key_groups=128", "op=process", "sink=discard"});
+  CHECK(by_name.at("pw")->identity == std::vector<std::string>{"key_groups=128", "op=process_with", "sink=discard"});
   CHECK(by_name.at("pw")->upstreams.size() == 2);
-  CHECK(by_name.at("j")->identity == std::vector<std::string>{"op=join", "join.kind=inner", "sink=discard"});
+  CHECK(by_name.at("j")->identity == std::vector<std::string>{"key_groups=128", "op=join", "join.kind=inner", "sink=discard"});
   CHECK(by_name.at("j")->upstreams == std::vector<std::size_t>{index.at("d"), index.at("e")});
   CHECK(by_name.at("d")->identity.back() == "output=key_by");
 }

@@ -235,7 +235,7 @@ TEST_CASE("top_n refuses n = 0 and names n in the job identity", "[dataflow][top
   CHECK_THROWS_AS((keyed.top_n<std::string>("top", 1, 0, time, rank, emit)), std::invalid_argument);
   keyed.top_n<std::string>("top", 1, 3, time, rank, emit).discard();
   REQUIRE(job.stages().size() == 2);
-  CHECK(job.stages()[1].identity == std::vector<std::string>{"op=top_n", "top_n.n=3", "sink=discard"});
+  CHECK(job.stages()[1].identity == std::vector<std::string>{"key_groups=128", "op=top_n", "top_n.n=3", "sink=discard"});
 }
 
 TEST_CASE("a top-2-items-per-window job from a timed generated source at parallelism 2 ranks every window",

@@ -291,13 +291,14 @@ TEST_CASE("window stages name their kind, size, slide and lateness in the job id
   const auto& stages = job.stages();
   REQUIRE(stages.size() == 5);
   using ids = std::vector<std::string>;
-  CHECK(stages[1].identity == ids{"op=window", "window.kind=tumbling", "window.size=100", "sink=discard"});
-  CHECK(stages[2].identity ==
-        ids{"op=window", "window.kind=tumbling", "window.size=100", "window.lateness=7", "sink=discard"});
-  CHECK(stages[3].identity == ids{"op=window", "window.kind=sliding", "window.size=20", "window.slide=5",
-                                  "window.lateness=0", "sink=discard"});
-  CHECK(stages[4].identity == ids{"op=window", "window.kind=sliding", "window.size=20", "window.slide=5",
-                                  "window.lateness=3", "sink=discard"});
+  CHECK(stages[1].identity ==
+        ids{"key_groups=128", "op=window", "window.kind=tumbling", "window.size=100", "sink=discard"});
+  CHECK(stages[2].identity == ids{"key_groups=128", "op=window", "window.kind=tumbling", "window.size=100",
+                                  "window.lateness=7", "sink=discard"});
+  CHECK(stages[3].identity == ids{"key_groups=128", "op=window", "window.kind=sliding", "window.size=20",
+                                  "window.slide=5", "window.lateness=0", "sink=discard"});
+  CHECK(stages[4].identity == ids{"key_groups=128", "op=window", "window.kind=sliding", "window.size=20",
+                                  "window.slide=5", "window.lateness=3", "sink=discard"});
 }
 
 TEST_CASE("a sliding-window job from a timed generated source at parallelism 2 counts every window",

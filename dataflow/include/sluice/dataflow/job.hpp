@@ -5,6 +5,13 @@
 // task of the next stage, by a stable hash of its encoding, so the same key goes to the same task
 // after a restart).
 //
+// Key groups (key_group.hpp): a keyed stage (the one key_by feeds) hashes keys into a fixed number
+// of key groups, its max parallelism G (default_key_groups, 128, unless set with
+// key_by(...).max_parallelism(G)); a key goes to the task that owns its group, task i of P owning
+// the contiguous groups key_group_range_of(i, P, G). G is part of the job's identity
+// ("key_groups=G"): a checkpoint resumes only with the same G. A stage's parallelism may not exceed
+// its G (std::invalid_argument when the graph is built).
+//
 //   job_builder job("wordcount");
 //   auto words = job.read_lines("read", "/data/in.txt", 2)
 //                    .flat_map<std::string>([](const std::string& line, emitter<std::string>& out) {...});
@@ -28,6 +35,7 @@
 #include <sluice/dataflow/connector.hpp>
 #include <sluice/dataflow/fanout.hpp>
 #include <sluice/dataflow/job_plan.hpp>
+#include <sluice/dataflow/key_group.hpp>
 #include <sluice/dataflow/key_hash.hpp>
 #include <sluice/dataflow/operators.hpp>
 #include <sluice/dataflow/stage.hpp>
@@ -135,6 +143,18 @@ class job_builder {
   std::vector<stage_def> stages_;
   std::vector<std::string> output_dirs_;
 };
+
+namespace detail {
+// Adds a keyed stage of `key_groups` key groups reading `upstreams`; throws std::invalid_argument
+// (naming the stage) for a parallelism above them, before adding anything.
+inline std::size_t add_keyed_stage(job_builder& job, std::string name, std::size_t parallelism,
+                                   std::vector<std::size_t> upstreams, std::size_t key_groups) {
+  check_key_groups(name, parallelism, key_groups);
+  const std::size_t stage = job.add_stage(std::move(name), parallelism, std::move(upstreams));
+  job.stages()[stage].key_groups = key_groups;
+  return stage;
+}
+}  // namespace detail
 
 template <class T>
 class stream {
@@ -289,6 +309,25 @@ class keyed_stream {
  public:
   keyed_stream(stream<T> up, std::function<K(const T&)> key) : up_(std::move(up)), key_(std::move(key)) {}
 
+  // This keyed stream with max parallelism `groups` for the stage it feeds: the number of key groups
+  // its keys are hashed into, the most tasks that stage may ever have (key_group.hpp). Set it above
+  // the stage's parallelism from the start: it cannot change across a resume (it is part of the
+  // job's identity), and it is what a later rescaling moves state in. Throws std::invalid_argument
+  // unless 1 <= groups <= max_key_groups. Of a two-input stage, set it on either input or on both
+  // alike.
+  //   words.key_by<std::string>(...).max_parallelism(1024).aggregate<...>("count", 4, ...)
+  keyed_stream max_parallelism(std::size_t groups) const {
+    if (groups == 0 || groups > max_key_groups) {
+      throw std::invalid_argument("max_parallelism " + std::to_string(groups) + " is out of range: a keyed stage has 1 to " +
+                                  std::to_string(max_key_groups) + " key groups");
+    }
+    keyed_stream out = *this;
+    out.key_groups_ = groups;
+    return out;
+  }
+  // The max parallelism of the stage this stream feeds: as set, else default_key_groups.
+  std::size_t max_parallelism() const noexcept { return key_groups_ == 0 ? default_key_groups : key_groups_; }
+
   // A new two-input stage: a tumbling event-time window join of this stream (the left input) with
   // `right`, keyed alike. For every left record l and right record r with equal keys whose event
   // times fall in the same window [start, start + size), emit(start, key, l, r) goes downstream
@@ -337,12 +376,13 @@ class keyed_stream {
 
   const stream<T>& upstream() const noexcept { return up_; }
   const std::function<K(const T&)>& key() const noexcept { return key_; }
-  // Ends the upstream stage with a partition that sends each record to task stable_hash(key) mod n
-  // of the next stage.
-  void close_by_key() const {
+  // Ends the upstream stage with a partition that sends each record to the task of the next stage
+  // (of n) that owns its key's group of `groups`: owner_of(key_group_of(key, groups), n, groups).
+  void close_by_key(std::size_t groups) const {
     auto key = key_;
-    up_.close_with_partition([key](const T& r, std::size_t n) { return static_cast<std::size_t>(stable_hash(key(r)) % n); },
-                             "key_by");
+    up_.close_with_partition([key, groups](const T& r, std::size_t n) {
+      return owner_of(key_group_of(key(r), groups), n, groups);
+    }, "key_by");
   }
 
   // A new stage of `parallelism` tasks that takes the records as they come, each key's records at
@@ -350,7 +390,7 @@ class keyed_stream {
   stream<T> partition(std::string name, std::size_t parallelism) const {
     const std::size_t stage = exchange(std::move(name), parallelism);
     return stream<T>(up_.job(), stage, [](task_builder& b, collector<T>& down) { b.set_input(b.make<gate_input<T>>(down)); },
-                     {"op=partition"});
+                     keyed_identity(stage, {"op=partition"}));
   }
 
   // Local pre-aggregation on the upstream stage (a combiner, combiner.hpp): each upstream task folds
@@ -375,7 +415,9 @@ class keyed_stream {
       b.add_flushable(c);
       parent(b, c);
     }, std::move(identity));
-    return keyed_stream<K, partial>(std::move(partials), [](const partial& p) { return p.first; });
+    keyed_stream<K, partial> out(std::move(partials), [](const partial& p) { return p.first; });
+    out.key_groups_ = key_groups_;  // the max parallelism set before combine() holds after it
+    return out;
   }
   static constexpr std::size_t default_combine_keys = 16384;
 
@@ -391,7 +433,7 @@ class keyed_stream {
       auto& agg = b.make<op>(typename op::functions{key, fold, emit}, down);
       b.add_state(agg);
       b.set_input(b.make<gate_input<T>>(agg));
-    }, {"op=aggregate"});
+    }, keyed_identity(stage, {"op=aggregate"}));
   }
 
   // A new stage: tumbling event-time windows of `size` (time(record) is the event time); each
@@ -413,7 +455,7 @@ class keyed_stream {
       auto& win = b.make<op>(size, typename op::functions{time, key, fold, emit}, down, options);
       b.add_state(win);
       b.set_input(b.make<gate_input<T>>(win));
-    }, detail::window_identity(size, size, options, true));
+    }, keyed_identity(stage, detail::window_identity(size, size, options, true)));
   }
 
   // A new stage: sliding event-time windows [s, s + size) for every s that is a multiple of
@@ -437,7 +479,7 @@ class keyed_stream {
       auto& win = b.make<op>(size, slide, typename op::functions{time, key, fold, emit}, down, options);
       b.add_state(win);
       b.set_input(b.make<gate_input<T>>(win));
-    }, detail::window_identity(size, slide, options, false));
+    }, keyed_identity(stage, detail::window_identity(size, slide, options, false)));
   }
 
   // A new stage: per-window top-N. The records are keyed by their window (the window start an
@@ -464,18 +506,45 @@ class keyed_stream {
       auto& top = b.make<op>(n, typename op::functions{key, time, rank, emit}, down);
       b.add_state(top);
       b.set_input(b.make<gate_input<T>>(top));
-    }, {"op=top_n", "top_n.n=" + std::to_string(n)});
+    }, keyed_identity(stage, {"op=top_n", "top_n.n=" + std::to_string(n)}));
   }
 
  private:
+  template <class, class>
+  friend class keyed_stream;
+
+  // A new keyed stage reading this stream, its exchange closed into it.
   std::size_t exchange(std::string name, std::size_t parallelism) const {
-    const std::size_t stage = up_.job()->add_stage(std::move(name), parallelism, {up_.stage()});
-    close_by_key();
+    const std::size_t stage =
+        detail::add_keyed_stage(*up_.job(), std::move(name), parallelism, {up_.stage()}, max_parallelism());
+    close_by_key(max_parallelism());
     return stage;
+  }
+  // A new two-input keyed stage reading this stream (input 0) and `right` (input 1), both exchanges
+  // closed into it with the one max parallelism the two set (or the default).
+  template <class R>
+  std::size_t exchange_with(const keyed_stream<K, R>& right, std::string name, std::size_t parallelism) const {
+    if (key_groups_ != 0 && right.key_groups_ != 0 && key_groups_ != right.key_groups_) {
+      throw std::invalid_argument("stage '" + name + "': its inputs set max parallelism " + std::to_string(key_groups_) +
+                                  " and " + std::to_string(right.key_groups_) +
+                                  "; a two-input stage has one (set it on one input, or on both alike)");
+    }
+    const std::size_t groups = key_groups_ != 0 ? key_groups_ : right.max_parallelism();
+    const std::size_t stage = detail::add_keyed_stage(*up_.job(), std::move(name), parallelism,
+                                                      {up_.stage(), right.upstream().stage()}, groups);
+    close_by_key(groups);
+    right.close_by_key(groups);
+    return stage;
+  }
+  // A keyed stage's identity: its key groups, then its operator's entries.
+  std::vector<std::string> keyed_identity(std::size_t stage, std::vector<std::string> entries) const {
+    entries.insert(entries.begin(), "key_groups=" + std::to_string(up_.job()->stages()[stage].key_groups));
+    return entries;
   }
 
   stream<T> up_;
   std::function<K(const T&)> key_;
+  std::size_t key_groups_ = 0;  // 0: not set (default_key_groups)
 };
 
 template <class T>

@@ -3,13 +3,13 @@
 // checkpoint of the same job with the same arguments (docs/design.md "Scale-out"; rescaling comes later).
 //
 // It holds the job's name; per stage its name, parallelism, upstream stages and the identity
-// entries of its chain, head to tail, as the typed API records them (job.hpp: operator kinds,
-// window kinds and sizes, the exchange, the sink and its directory, generate's count); and per
-// input file the path as given, its size and the CRC32C of its whole content. It leaves out what
-// does not change which records a job emits, so a resume may change it: checkpoint mode and
-// interval, transport, executors, generate's rate, a slow sink's delay. The functions inside map,
-// filter and the like cannot be described: only their kind and position are (stream::identify()
-// records a parameter of your own).
+// entries of its chain, head to tail, as the typed API records them (job.hpp: a keyed stage's key
+// groups, operator kinds, window kinds and sizes, the exchange, the sink and its directory,
+// generate's count); and per input file the path as given, its size and the CRC32C of its whole
+// content. It leaves out what does not change which records a job emits, so a resume may change
+// it: checkpoint mode and interval, transport, executors, generate's rate, a slow sink's delay. The
+// functions inside map, filter and the like cannot be described: only their kind and position are
+// (stream::identify() records a parameter of your own).
 //
 // Protocol (run_job):
 //   1. fingerprint_job(job), before the engine starts: it stats and reads every input, blocking.
@@ -24,13 +24,14 @@
 //
 // Text form, one item per line, every string field escaped (%XX for '%', space, control and
 // non-ASCII bytes), so it reads with `cat` once unhexed:
-//   sluice-fingerprint 2
+//   sluice-fingerprint 3
 //   job wordcount
 //   stage read 2 - 3                    name parallelism upstreams(comma list, '-': none) entries
 //   entry source=read_lines
 //   entry op=flat_map
 //   entry output=key_by
-//   stage count 2 0 3
+//   stage count 2 0 4
+//   entry key_groups=128
 //   entry op=aggregate
 //   entry sink=write_lines
 //   entry write_lines.dir=/data/out
@@ -54,7 +55,10 @@ namespace sluice::dataflow {
 
 // 2: the sinks' checkpointed state carries the run that keys what they leave outside (sink_run.hpp);
 // a checkpoint of version 1 holds sink state this build cannot read and is refused by name.
-inline constexpr std::uint32_t job_fingerprint_version = 2;
+// 3: key_by routes a key by its key group (key_group.hpp), no longer by stable_hash(key) mod n, so a
+// version 2 checkpoint holds each key's state in a task that no longer receives the key: it is
+// refused by name, as an earlier build's.
+inline constexpr std::uint32_t job_fingerprint_version = 3;
 
 struct stage_identity {
   std::string name;
@@ -107,7 +111,8 @@ io::result<job_fingerprint> decode_fingerprint(std::string_view text);
 std::map<std::string, std::vector<std::byte>> fingerprint_metadata(const job_fingerprint& fp);
 
 // Each way `now` differs from `taken` (the fingerprint of checkpoint `id`), in user terms, one
-// sentence each: "checkpoint 7 was taken with stage 'count' at parallelism 2; this run has 3".
+// sentence each: "checkpoint 7 was taken with stage 'count' at parallelism 2; this run has 3",
+// "checkpoint 7 was taken with stage 'count' at max parallelism 128 (key groups); this run has 256".
 // Empty when they match. An input counts as the same when its size and CRC32C are (another path to
 // the same bytes resumes correctly).
 std::vector<std::string> fingerprint_differences(const job_fingerprint& taken, const job_fingerprint& now,

@@ -158,10 +158,7 @@ stream<Out> keyed_stream<K, T>::window_join(const keyed_stream<K, R>& right, std
                                             std::function<Out(std::uint64_t, const K&, const T&, const R&)> emit) const {
   if (up_.job() != right.upstream().job()) throw std::invalid_argument("window join: both inputs must be of one job");
   if (size == 0) throw std::invalid_argument("window join '" + name + "': window size must be at least 1");
-  const std::size_t stage =
-      up_.job()->add_stage(std::move(name), parallelism, {up_.stage(), right.upstream().stage()});
-  close_by_key();
-  right.close_by_key();
+  const std::size_t stage = exchange_with(right, std::move(name), parallelism);
   using op = tumbling_window_join<K, T, R, Out>;
   typename op::functions fns{std::move(left_time), std::move(right_time), key_, right.key(), std::move(emit)};
   // Identity: the window's size, named as `sluice join --window-ms` names it.
@@ -169,7 +166,8 @@ stream<Out> keyed_stream<K, T>::window_join(const keyed_stream<K, R>& right, std
     auto& join = b.make<op>(size, fns, down);
     b.add_state(join);
     b.set_input(b.make<join_input<K, T, R, Out>>(b.input_channels().at(0), join));
-  }, {"op=window_join", "window_join.kind=tumbling", "window_join.window_ms=" + std::to_string(size)});
+  }, keyed_identity(stage, {"op=window_join", "window_join.kind=tumbling",
+                            "window_join.window_ms=" + std::to_string(size)}));
 }
 
 }  // namespace sluice::dataflow

@@ -353,7 +353,7 @@ stream<Out> keyed_stream<K, T>::process(
     auto& p = b.make<op>(fns, down);
     b.add_state(p);
     b.set_input(b.make<gate_input<T>>(p));
-  }, {"op=process"});
+  }, keyed_identity(stage, {"op=process"}));
 }
 
 template <class K, class T>
@@ -367,17 +367,14 @@ stream<Out> keyed_stream<K, T>::process_with(
   if (!on_left || !on_right) {
     throw std::invalid_argument("process_with '" + name + "': on_left and on_right must be set");
   }
-  const std::size_t stage =
-      up_.job()->add_stage(std::move(name), parallelism, {up_.stage(), right.upstream().stage()});
-  close_by_key();
-  right.close_by_key();
+  const std::size_t stage = exchange_with(right, std::move(name), parallelism);
   using op = keyed_co_process<K, T, R, S, Out>;
   typename op::functions fns{key_, right.key(), std::move(on_left), std::move(on_right), std::move(on_timer)};
   return stream<Out>(up_.job(), stage, [fns](task_builder& b, collector<Out>& down) {
     auto& p = b.make<op>(fns, down);
     b.add_state(p);
     b.set_input(b.make<process_with_input<K, T, R, S, Out>>(b.input_channels().at(0), p));
-  }, {"op=process_with"});
+  }, keyed_identity(stage, {"op=process_with"}));
 }
 
 template <class K, class T>
@@ -390,7 +387,8 @@ stream<Out> keyed_stream<K, T>::join(const keyed_stream<K, R>& right, std::strin
                                                                           std::move(fns.on_left),
                                                                           std::move(fns.on_right), {});
   // Identity: a join, not a process_with of functions that cannot be described.
-  return stream<Out>(joined.job(), joined.stage(), joined.take(), {"op=join", "join.kind=inner"});
+  return stream<Out>(joined.job(), joined.stage(), joined.take(),
+                     keyed_identity(joined.stage(), {"op=join", "join.kind=inner"}));
 }
 
 }  // namespace sluice::dataflow

@@ -1,13 +1,14 @@
 #pragma once
 // A job's stages as the job API builds them (job.hpp) and the runner makes tasks of them: stage_def
-// (name, parallelism, upstreams, the chain's build function and identity, its output ports) and
-// task_builder, what a stage's build function fills in for each task (the chain's parts, head and
-// tail, its state and flushables, the tees of streams taken twice).
+// (name, parallelism, upstreams, the chain's build function and identity, its output ports, its key
+// groups when keyed) and task_builder, what a stage's build function fills in for each task (the
+// chain's parts, head and tail, its state and flushables, the tees of streams taken twice).
 
 #include <sluice/buffers/result_partition.hpp>
 #include <sluice/dataflow/collector.hpp>
 #include <sluice/dataflow/fanout.hpp>
 #include <sluice/dataflow/job_plan.hpp>
+#include <sluice/dataflow/key_group.hpp>
 #include <sluice/dataflow/task_parts.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
 
@@ -73,6 +74,14 @@ class task_builder {
     job_name_ = std::move(job);
     stage_name_ = std::move(stage);
   }
+  // A keyed stage's key groups (its max parallelism, stage_def::key_groups; 0 for a stage that is
+  // not keyed) and the contiguous range of them this task owns: the key_by exchange into the stage
+  // sends it exactly the keys of these groups (key_group.hpp). Set by the runner.
+  std::size_t key_groups() const noexcept { return key_groups_; }
+  key_group_range key_groups_owned() const noexcept {
+    return key_groups_ == 0 ? key_group_range{} : key_group_range_of(subtask_, parallelism_, key_groups_);
+  }
+  void set_key_groups(std::size_t groups) noexcept { key_groups_ = groups; }
   // The ports of the stage's output (job_plan.hpp), set by the runner; and the one to input `input`
   // of stage `consumer`.
   void set_outputs(std::vector<output_port> ports) { outputs_ = std::move(ports); }
@@ -116,6 +125,7 @@ class task_builder {
   std::size_t downstream_parallelism_;
   std::vector<std::size_t> input_channels_;
   std::size_t max_record_bytes_ = std::size_t{16} << 20;
+  std::size_t key_groups_ = 0;
   std::map<std::string, std::uint64_t> input_sizes_;
   std::string job_name_;
   std::string stage_name_;
@@ -148,6 +158,9 @@ struct stage_def {
   std::vector<std::string> inputs;
   // The exchanges the stage's stream closes into, in the order they were closed (empty for a sink).
   std::vector<stage_port> ports;
+  // A keyed stage (fed by key_by): its max parallelism, the number of key groups its inputs are
+  // routed by (key_group.hpp); 0 for a stage that is not keyed.
+  std::size_t key_groups = 0;
 };
 
 namespace detail {
@@ -157,6 +170,9 @@ std::pair<std::size_t, std::size_t> unbound_input(const std::vector<stage_def>& 
 // Sets the stage's build and identity from its ports: one port builds as before fan-out existed (so
 // a single exchange's identity is unchanged), several share a fanout_tail. job_plan.cpp.
 void close_ports(stage_def& stage);
+// Throws std::invalid_argument, naming the stage, unless parallelism <= key_groups <= max_key_groups
+// (a stage that is not keyed, key_groups 0, passes). job_plan.cpp.
+void check_key_groups(const std::string& stage, std::size_t parallelism, std::size_t key_groups);
 // Throws std::invalid_argument if the stage already has an output (a sink or an exchange): a sink
 // ends a stage alone.
 void check_sink_alone(const stage_def& stage, const std::string& sink);
