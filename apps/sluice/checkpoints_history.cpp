@@ -115,22 +115,26 @@ std::string format_history_text(const snap::history_contents& h, std::size_t rec
   if (checkpoints.empty()) {
     out += "  no checkpoint ended yet\n";
   } else {
-    std::vector<row> rows{{"ID", "TRIGGERED (UTC)", "MODE", "DURATION", "ALIGNMENT", "OPERATOR", "CHANNEL", "OUTCOME"}};
+    std::vector<row> rows{
+        {"ID", "TRIGGERED (UTC)", "MODE", "DURATION", "ALIGNMENT", "SYNC", "OPERATOR", "CHANNEL", "OUTCOME"}};
     for (const snap::history_checkpoint* c : checkpoints) {
       rows.push_back({std::to_string(c->id), snap::format_iso8601_utc(c->triggered_unix_ms),
                       std::string(snap::to_string(c->mode)), format_duration(c->duration),
-                      format_duration(c->max_alignment_duration), snap::format_size(c->operator_state_bytes),
+                      format_duration(c->max_alignment_duration), format_duration(c->max_sync_duration),
+                      snap::format_size(c->operator_state_bytes),
                       snap::format_size(c->channel_state_bytes), outcome_text(*c)});
     }
     out += format_rows(rows);
   }
   if (s.last_completed != nullptr) {
     out += fmt::format("\nLast completed checkpoint {}, per task:\n", s.last_completed->id);
-    std::vector<row> rows{{"TASK", "START DELAY", "ALIGNMENT", "WRITE", "FSYNC", "OPERATOR", "CHANNEL", "UNALIGNED"}};
+    std::vector<row> rows{
+        {"TASK", "START DELAY", "ALIGNMENT", "SYNC", "WRITE", "FSYNC", "OPERATOR", "CHANNEL", "UNALIGNED"}};
     for (const snap::history_task& t : s.last_completed->task_breakdown) {
       rows.push_back({t.name.empty() ? fmt::format("task {}", t.task) : t.name,
                       t.start_delay ? format_duration(*t.start_delay) : std::string("-"),
-                      format_duration(t.alignment_duration), format_duration(t.write_duration),
+                      format_duration(t.alignment_duration), format_duration(t.sync_duration),
+                      format_duration(t.write_duration),
                       format_duration(t.fsync_duration), snap::format_size(t.operator_state_bytes),
                       snap::format_size(t.channel_state_bytes), t.switched_to_unaligned ? "switched" : "no"});
     }

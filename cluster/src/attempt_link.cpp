@@ -271,6 +271,7 @@ void attempt_link::acknowledge(ss::task_id task, ss::checkpoint_id id, ss::task_
   json j{{"op", stats.operator_state_bytes},
          {"ch", stats.channel_state_bytes},
          {"align_ns", stats.alignment_duration.count()},
+         {"sync_ns", stats.sync_duration.count()},
          {"write_ns", stats.write_duration.count()},
          {"fsync_ns", stats.fsync_duration.count()},
          {"unaligned", stats.switched_to_unaligned}};
@@ -338,6 +339,7 @@ void attempt_link::on_message(std::string_view suffix, const std::string& value,
       stats.operator_state_bytes = j.value("op", std::uint64_t{0});
       stats.channel_state_bytes = j.value("ch", std::uint64_t{0});
       stats.alignment_duration = std::chrono::nanoseconds(j.value("align_ns", std::int64_t{0}));
+      stats.sync_duration = std::chrono::nanoseconds(j.value("sync_ns", std::int64_t{0}));
       stats.write_duration = std::chrono::nanoseconds(j.value("write_ns", std::int64_t{0}));
       stats.fsync_duration = std::chrono::nanoseconds(j.value("fsync_ns", std::int64_t{0}));
       stats.switched_to_unaligned = j.value("unaligned", false);

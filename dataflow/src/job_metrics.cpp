@@ -37,6 +37,11 @@ std::vector<double> checkpoint_buckets() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
 }
 
+// A snapshot's synchronous part: microseconds for small state, milliseconds would be a stall.
+std::vector<double> sync_buckets() {
+  return {0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.25, 1};
+}
+
 }  // namespace
 
 io::result<io::address> parse_metrics_address(std::string_view text) {
@@ -54,7 +59,7 @@ io::result<io::address> parse_metrics_address(std::string_view text) {
 
 job_metrics::job_metrics(std::unique_ptr<io::http_server> server, sources from)
     : server_(std::move(server)), from_(std::move(from)), status_(from_), duration_(checkpoint_buckets()),
-      alignment_(checkpoint_buckets()) {}
+      alignment_(checkpoint_buckets()), sync_(sync_buckets()) {}
 
 job_metrics::~job_metrics() = default;
 
@@ -83,6 +88,7 @@ void job_metrics::checkpoint_ended(const ss::checkpoint_stats& stats) {
     ++completed_;
     duration_.observe(seconds(stats.duration));
     alignment_.observe(seconds(stats.max_alignment_duration));
+    sync_.observe(seconds(stats.max_sync_duration));
     last_completed_ = stats;
     return;
   }
@@ -274,6 +280,9 @@ void job_metrics::write_checkpoints(io::prometheus_text& out) const {
   out.family("sluice_checkpoint_alignment_seconds", metric_type::histogram,
              "Completed checkpoints: the longest barrier alignment of any task.");
   out.histogram("sluice_checkpoint_alignment_seconds", job, alignment_);
+  out.family("sluice_checkpoint_sync_seconds", metric_type::histogram,
+             "Completed checkpoints: the longest synchronous part of any task's snapshot (its executor waited).");
+  out.histogram("sluice_checkpoint_sync_seconds", job, sync_);
   out.family("sluice_checkpoint_last_state_bytes", metric_type::gauge,
              "The last completed checkpoint's state, by kind (operator state, in-flight channel state).");
   for (const char* kind : {"operator", "channel"}) {

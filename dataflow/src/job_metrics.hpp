@@ -93,6 +93,7 @@ class job_metrics {
   std::array<std::uint64_t, 8> aborted_{};  // by abort_reason
   io::histogram_data duration_;
   io::histogram_data alignment_;
+  io::histogram_data sync_;
   std::optional<snapshot::checkpoint_stats> last_completed_;
   std::vector<rate_meter> busy_;  // per executor: its idle seconds per second
 };

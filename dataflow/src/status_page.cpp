@@ -105,14 +105,14 @@ svg .restart-marker text { fill:var(--restart); font-weight:600; }
 <section id="checkpoint-detail" hidden>
   <h2>Checkpoint <span id="detail-id"></span> <a href="#" class="legend">close</a></h2>
   <div id="detail-summary"></div>
-  <table><thead><tr><th>task</th><th>start delay</th><th>alignment</th><th>write</th><th>fsync</th><th>operator state</th>
+  <table><thead><tr><th>task</th><th>start delay</th><th>alignment</th><th>sync</th><th>write</th><th>fsync</th><th>operator state</th>
     <th>channel state</th><th>unaligned</th><th></th></tr></thead><tbody id="detail-tasks"></tbody></table>
 </section>
 <section>
   <h2>Newest completed checkpoint: <span id="latest-id">none yet</span></h2>
   <div class="legend"><i style="background:var(--delay)"></i>start delay <i style="background:var(--align)"></i>alignment
     <i style="background:var(--write)"></i>write <i style="background:var(--fsync)"></i>fsync</div>
-  <table><thead><tr><th>task</th><th>start delay</th><th>alignment</th><th>write</th><th>fsync</th><th>operator state</th>
+  <table><thead><tr><th>task</th><th>start delay</th><th>alignment</th><th>sync</th><th>write</th><th>fsync</th><th>operator state</th>
     <th>channel state</th><th>unaligned</th><th></th></tr></thead><tbody id="latest-tasks"></tbody></table>
 </section>
 <section class="row">

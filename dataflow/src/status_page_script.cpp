@@ -231,11 +231,11 @@ function drawBreakdown(id, c) {
   const seg = (v, colour, what) => v > 0 ? `<span style="width:${(100 * v / longest).toFixed(2)}%;background:${colour}" title="${what} ${fmtMs(v)}"></span>` : "";
   $(id).innerHTML = c.task_breakdown.map((t) =>
     `<tr><td>${esc(t.name || "task " + t.task)}</td><td>${t.start_delay_ms == null ? "-" : fmtMs(t.start_delay_ms)}</td>` +
-    `<td>${fmtMs(t.alignment_ms)}</td><td>${fmtMs(t.write_ms)}</td><td>${fmtMs(t.fsync_ms)}</td>` +
+    `<td>${fmtMs(t.alignment_ms)}</td><td>${fmtMs(t.sync_ms || 0)}</td><td>${fmtMs(t.write_ms)}</td><td>${fmtMs(t.fsync_ms)}</td>` +
     `<td>${fmtBytes(t.operator_state_bytes)}</td><td>${fmtBytes(t.channel_state_bytes)}</td><td>${t.switched_to_unaligned ? "switched" : ""}</td>` +
     `<td><div class="stack">${seg(t.start_delay_ms || 0, "var(--delay)", "start delay")}${seg(t.alignment_ms, "var(--align)", "alignment")}` +
     `${seg(t.write_ms, "var(--write)", "write")}${seg(t.fsync_ms, "var(--fsync)", "fsync")}</div></td></tr>`).join("") ||
-    `<tr><td colspan="9" class="empty">no task reported</td></tr>`;
+    `<tr><td colspan="10" class="empty">no task reported</td></tr>`;
 }
 
 function drawLatest(l) {

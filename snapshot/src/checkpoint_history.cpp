@@ -33,6 +33,7 @@ json encode_task(const history_task& t) {
   json j{{"task", t.task},
          {"name", t.name},
          {"alignment_ns", t.alignment_duration.count()},
+         {"sync_ns", t.sync_duration.count()},
          {"write_ns", t.write_duration.count()},
          {"fsync_ns", t.fsync_duration.count()},
          {"operator_state_bytes", t.operator_state_bytes},
@@ -48,6 +49,7 @@ history_task decode_task(const json& j) {
   t.name = j.value("name", std::string());
   if (j.contains("start_delay_ns") && j["start_delay_ns"].is_number()) t.start_delay = ns_at(j, "start_delay_ns");
   t.alignment_duration = ns_at(j, "alignment_ns");
+  t.sync_duration = ns_at(j, "sync_ns");
   t.write_duration = ns_at(j, "write_ns");
   t.fsync_duration = ns_at(j, "fsync_ns");
   t.operator_state_bytes = j.value("operator_state_bytes", std::uint64_t{0});
@@ -64,6 +66,7 @@ json encode(const history_checkpoint& c) {
          {"triggered_unix_ms", c.triggered_unix_ms},
          {"duration_ns", c.duration.count()},
          {"max_alignment_ns", c.max_alignment_duration.count()},
+         {"max_sync_ns", c.max_sync_duration.count()},
          {"operator_state_bytes", c.operator_state_bytes},
          {"channel_state_bytes", c.channel_state_bytes},
          {"tasks", c.tasks},
@@ -101,6 +104,7 @@ std::optional<history_event> decode(const json& j) {
     c.triggered_unix_ms = j.value("triggered_unix_ms", std::uint64_t{0});
     c.duration = ns_at(j, "duration_ns");
     c.max_alignment_duration = ns_at(j, "max_alignment_ns");
+    c.max_sync_duration = ns_at(j, "max_sync_ns");
     c.operator_state_bytes = j.value("operator_state_bytes", std::uint64_t{0});
     c.channel_state_bytes = j.value("channel_state_bytes", std::uint64_t{0});
     c.tasks = j.value("tasks", std::size_t{0});
@@ -144,6 +148,7 @@ history_checkpoint history_of(const checkpoint_stats& stats, const std::vector<s
   c.triggered_unix_ms = stats.triggered_unix_ms;
   c.duration = stats.duration;
   c.max_alignment_duration = stats.max_alignment_duration;
+  c.max_sync_duration = stats.max_sync_duration;
   c.operator_state_bytes = stats.operator_state_bytes;
   c.channel_state_bytes = stats.channel_state_bytes;
   c.tasks = stats.tasks;
@@ -160,6 +165,7 @@ history_checkpoint history_of(const checkpoint_stats& stats, const std::vector<s
     if (b.task < task_names.size()) t.name = task_names[b.task];
     t.start_delay = b.start_delay;
     t.alignment_duration = b.alignment_duration;
+    t.sync_duration = b.sync_duration;
     t.write_duration = b.write_duration;
     t.fsync_duration = b.fsync_duration;
     t.operator_state_bytes = b.operator_state_bytes;

@@ -445,6 +445,7 @@ void coordinator::record(const pending_checkpoint& p, const checkpoint_outcome& 
   s.task_breakdown.reserve(p.acks.size());
   for (const auto& ack : p.acks) {
     s.max_alignment_duration = std::max(s.max_alignment_duration, ack.second.alignment_duration);
+    s.max_sync_duration = std::max(s.max_sync_duration, ack.second.sync_duration);
     s.operator_state_bytes += ack.second.operator_state_bytes;
     s.channel_state_bytes += ack.second.channel_state_bytes;
     task_checkpoint_breakdown b;
@@ -456,6 +457,7 @@ void coordinator::record(const pending_checkpoint& p, const checkpoint_outcome& 
                                std::chrono::nanoseconds(*ack.second.snapshot_started_at - p.triggered_at));
     }
     b.alignment_duration = ack.second.alignment_duration;
+    b.sync_duration = ack.second.sync_duration;
     b.write_duration = ack.second.write_duration;
     b.fsync_duration = ack.second.fsync_duration;
     b.operator_state_bytes = ack.second.operator_state_bytes;

@@ -92,6 +92,23 @@ TEST_CASE("word count killed with SIGKILL at random moments and restarted publis
   CHECK(published_lines(dir.file("out")) == expected_counts(dir.file("input.txt"), 0));
 }
 
+// A key space of a service, not a vocabulary: ~100 k distinct words, so each snapshot's table is
+// written in many slices while the task goes on (and is killed meanwhile).
+TEST_CASE("word count over 100 thousand distinct keys killed with SIGKILL at random moments publishes exactly the count",
+          "[dataflow][crash][state]") {
+  const auto mode = GENERATE(checkpoint_mode::aligned, checkpoint_mode::unaligned);
+  INFO("mode " << sluice::snapshot::to_string(mode));
+  temp_dir dir;
+  write_corpus_file(dir.file("input.txt"), 60'000, 8, 100'000);
+  const crash_report report = run_until_done(dir, mode, "local", 71 + static_cast<std::uint64_t>(mode));
+  INFO("killed " << report.kills << " times");
+  REQUIRE(report.exit_code == 0);
+  CHECK(report.kills > 0);
+  const std::vector<std::string> expected = expected_counts(dir.file("input.txt"), 0);
+  CHECK(expected.size() > 90'000);
+  CHECK(published_lines(dir.file("out")) == expected);
+}
+
 TEST_CASE("the window join killed with SIGKILL at random moments and restarted publishes exactly the nested-loop join",
           "[dataflow][crash][join]") {
   const auto mode = GENERATE(checkpoint_mode::aligned, checkpoint_mode::unaligned);

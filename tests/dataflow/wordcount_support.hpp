@@ -17,8 +17,10 @@
 
 namespace sluice::test {
 
-inline void write_corpus_file(const std::string& path, std::uint64_t lines, std::uint64_t seed) {
-  dataflow::word_corpus_generator gen(seed);
+// `distinct` > 0: the words are that many ids (word_corpus_generator).
+inline void write_corpus_file(const std::string& path, std::uint64_t lines, std::uint64_t seed,
+                              std::uint64_t distinct = 0) {
+  dataflow::word_corpus_generator gen(seed, distinct);
   std::ofstream out(path);
   for (std::uint64_t i = 0; i < lines; ++i) out << gen.next_line() << '\n';
 }

@@ -430,7 +430,7 @@ class keyed_stream {
     auto key = key_;
     return stream<Out>(up_.job(), stage, [key, fold, emit](task_builder& b, collector<Out>& down) {
       using op = keyed_aggregate<K, T, Acc, Out>;
-      auto& agg = b.make<op>(typename op::functions{key, fold, emit}, down);
+      auto& agg = b.make<op>(typename op::functions{key, fold, emit}, down, b.key_groups());
       b.add_state(agg);
       b.set_input(b.make<gate_input<T>>(agg));
     }, keyed_identity(stage, {"op=aggregate"}));
@@ -452,7 +452,7 @@ class keyed_stream {
     auto key = key_;
     return stream<Out>(up_.job(), stage, [size, time, key, fold, emit, options](task_builder& b, collector<Out>& down) {
       using op = tumbling_window_aggregate<K, T, Acc, Out>;
-      auto& win = b.make<op>(size, typename op::functions{time, key, fold, emit}, down, options);
+      auto& win = b.make<op>(size, typename op::functions{time, key, fold, emit}, down, options, b.key_groups());
       b.add_state(win);
       b.set_input(b.make<gate_input<T>>(win));
     }, keyed_identity(stage, detail::window_identity(size, size, options, true)));
@@ -476,7 +476,7 @@ class keyed_stream {
     return stream<Out>(up_.job(), stage, [size, slide, time, key, fold, emit, options](task_builder& b,
                                                                                         collector<Out>& down) {
       using op = sliding_window_aggregate<K, T, Acc, Out>;
-      auto& win = b.make<op>(size, slide, typename op::functions{time, key, fold, emit}, down, options);
+      auto& win = b.make<op>(size, slide, typename op::functions{time, key, fold, emit}, down, options, b.key_groups());
       b.add_state(win);
       b.set_input(b.make<gate_input<T>>(win));
     }, keyed_identity(stage, detail::window_identity(size, slide, options, false)));
@@ -503,7 +503,7 @@ class keyed_stream {
     auto key = key_;
     return stream<Out>(up_.job(), stage, [n, time, key, rank, emit](task_builder& b, collector<Out>& down) {
       using op = top_n_op<K, T, Rank, Out>;
-      auto& top = b.make<op>(n, typename op::functions{key, time, rank, emit}, down);
+      auto& top = b.make<op>(n, typename op::functions{key, time, rank, emit}, down, b.key_groups());
       b.add_state(top);
       b.set_input(b.make<gate_input<T>>(top));
     }, keyed_identity(stage, {"op=top_n", "top_n.n=" + std::to_string(n)}));

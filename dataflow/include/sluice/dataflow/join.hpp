@@ -163,7 +163,7 @@ stream<Out> keyed_stream<K, T>::window_join(const keyed_stream<K, R>& right, std
   typename op::functions fns{std::move(left_time), std::move(right_time), key_, right.key(), std::move(emit)};
   // Identity: the window's size, named as `sluice join --window-ms` names it.
   return stream<Out>(up_.job(), stage, [size, fns](task_builder& b, collector<Out>& down) {
-    auto& join = b.make<op>(size, fns, down);
+    auto& join = b.make<op>(size, fns, down, b.key_groups());
     b.add_state(join);
     b.set_input(b.make<join_input<K, T, R, Out>>(b.input_channels().at(0), join));
   }, keyed_identity(stage, {"op=window_join", "window_join.kind=tumbling",

@@ -350,7 +350,7 @@ stream<Out> keyed_stream<K, T>::process(
   using op = keyed_process<K, T, S, Out>;
   typename op::functions fns{key_, std::move(on_record), std::move(on_timer)};
   return stream<Out>(up_.job(), stage, [fns](task_builder& b, collector<Out>& down) {
-    auto& p = b.make<op>(fns, down);
+    auto& p = b.make<op>(fns, down, b.key_groups());
     b.add_state(p);
     b.set_input(b.make<gate_input<T>>(p));
   }, keyed_identity(stage, {"op=process"}));
@@ -371,7 +371,7 @@ stream<Out> keyed_stream<K, T>::process_with(
   using op = keyed_co_process<K, T, R, S, Out>;
   typename op::functions fns{key_, right.key(), std::move(on_left), std::move(on_right), std::move(on_timer)};
   return stream<Out>(up_.job(), stage, [fns](task_builder& b, collector<Out>& down) {
-    auto& p = b.make<op>(fns, down);
+    auto& p = b.make<op>(fns, down, b.key_groups());
     b.add_state(p);
     b.set_input(b.make<process_with_input<K, T, R, S, Out>>(b.input_channels().at(0), p));
   }, keyed_identity(stage, {"op=process_with"}));

@@ -12,10 +12,10 @@
 //
 // Format, version 1 (fields absent from a line read as zero or empty):
 //   {"v":1,"event":"checkpoint","id":7,"mode":"aligned","triggered_unix_ms":1700000000000,
-//    "duration_ns":..,"max_alignment_ns":..,"operator_state_bytes":..,"channel_state_bytes":..,
+//    "duration_ns":..,"max_alignment_ns":..,"max_sync_ns":..,"operator_state_bytes":..,"channel_state_bytes":..,
 //    "tasks":4,"acknowledged":4,"outcome":"completed"        (or "aborted","reason":"expired","detail":"..")
 //    "task_breakdown":[{"task":0,"name":"read#0","start_delay_ns":..  (absent: unknown, a remote task)
-//                       "alignment_ns":..,"write_ns":..,"fsync_ns":..,"operator_state_bytes":..,
+//                       "alignment_ns":..,"sync_ns":..,"write_ns":..,"fsync_ns":..,"operator_state_bytes":..,
 //                       "channel_state_bytes":..,"switched_to_unaligned":false}, ...]}
 //   {"v":1,"event":"start","unix_ms":..,"job":"wordcount","resumed_from":7 (or null),"restore_ns":..}
 //
@@ -47,6 +47,7 @@ struct history_task {
   std::string name;                                   // "count#1"; empty if unknown
   std::optional<std::chrono::nanoseconds> start_delay;  // empty: unknown (task_checkpoint_breakdown)
   std::chrono::nanoseconds alignment_duration{0};
+  std::chrono::nanoseconds sync_duration{0};
   std::chrono::nanoseconds write_duration{0};
   std::chrono::nanoseconds fsync_duration{0};
   std::uint64_t operator_state_bytes = 0;
@@ -60,6 +61,7 @@ struct history_checkpoint {
   std::uint64_t triggered_unix_ms = 0;
   std::chrono::nanoseconds duration{0};
   std::chrono::nanoseconds max_alignment_duration{0};
+  std::chrono::nanoseconds max_sync_duration{0};
   std::uint64_t operator_state_bytes = 0;
   std::uint64_t channel_state_bytes = 0;
   std::size_t tasks = 0;

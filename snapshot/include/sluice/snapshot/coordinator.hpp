@@ -107,6 +107,7 @@ struct task_checkpoint_breakdown {
   // within a process). Empty for a task of another process (cluster/), whose clock is another's.
   std::optional<std::chrono::nanoseconds> start_delay;
   std::chrono::nanoseconds alignment_duration{0};
+  std::chrono::nanoseconds sync_duration{0};  // the snapshot's synchronous part (task_checkpoint_stats)
   std::chrono::nanoseconds write_duration{0};
   std::chrono::nanoseconds fsync_duration{0};
   std::uint64_t operator_state_bytes = 0;
@@ -122,6 +123,7 @@ struct checkpoint_stats {
   std::uint64_t triggered_unix_ms = 0;
   std::chrono::nanoseconds duration{0};                  // trigger to completion (or abort)
   std::chrono::nanoseconds max_alignment_duration{0};    // over the acknowledgements received
+  std::chrono::nanoseconds max_sync_duration{0};         // the longest synchronous part of a task's snapshot
   std::uint64_t operator_state_bytes = 0;                // summed over the acknowledgements received
   std::uint64_t channel_state_bytes = 0;
   std::size_t tasks = 0;         // registered at the trigger
