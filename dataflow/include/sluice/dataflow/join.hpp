@@ -61,25 +61,18 @@ class tumbling_window_join final : public stateful, public chain_part {
   // with their keys in order), still restores.
   std::vector<std::byte> snapshot_state() const override {
     const std::uint64_t fired = fired_through_ ? *fired_through_ + 1 : 0;  // 0: none
-    std::vector<std::byte> out{std::byte{2}};
-    buffers::encode_to(out, std::make_tuple(fired, late_records_));
-    return out;
+    return detail::encode_head(2, std::make_tuple(fired, late_records_));
   }
   std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return table_.freeze(); }
   void restore_state(std::span<const std::byte> bytes) override {
     table_.clear();
     index_.clear();
-    if (!bytes.empty() && bytes[0] == std::byte{2}) {
-      buffers::byte_reader r(bytes.subspan(1));
-      try {
-        auto [fired, late] = buffers::codec<std::tuple<std::uint64_t, std::uint64_t>>::decode(r);
-        set_fired(fired);
-        late_records_ = late;
-      } catch (const std::exception& e) {
-        throw std::runtime_error(std::string("restore window join: ") + e.what());
-      }
-      table_.restore(r);
-      table_.for_each_ref([&](ref at) { index_[table_.key(at).space].push_back(at); });
+    if (detail::is_version(bytes, 2)) {
+      auto [fired, late] =
+          detail::restore_with_table<std::tuple<std::uint64_t, std::uint64_t>>(bytes, "window join", table_);
+      set_fired(fired);
+      late_records_ = late;
+      detail::index_by_space(table_, index_);
       return;
     }
     auto [fired, late, windows] =

@@ -164,11 +164,7 @@ class keyed_process_core {
 
   // Version 2: the watermark, then the table (from freeze()). Version 1, (watermark, states in key
   // order, timers in (time, key) order), still restores.
-  std::vector<std::byte> snapshot_state() const {
-    std::vector<std::byte> out{std::byte{2}};
-    buffers::encode_to(out, watermark_);
-    return out;
-  }
+  std::vector<std::byte> snapshot_state() const { return encode_head(2, watermark_); }
   std::unique_ptr<snapshot::deferred_state> freeze() { return table_.freeze(); }
   void restore_state(std::span<const std::byte> bytes, const char* what) {
     table_.clear();
@@ -181,14 +177,8 @@ class keyed_process_core {
       for (auto& [t, key] : timers) timer_at(t, key);
       return;
     }
-    if (bytes.empty() || bytes[0] != std::byte{2}) throw std::runtime_error(std::string("restore ") + what + ": unknown state version");
-    buffers::byte_reader r(bytes.subspan(1));
-    try {
-      watermark_ = buffers::codec<std::uint64_t>::decode(r);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(std::string("restore ") + what + ": " + e.what());
-    }
-    table_.restore(r);
+    if (!is_version(bytes, 2)) throw std::runtime_error(std::string("restore ") + what + ": unknown state version");
+    watermark_ = restore_with_table<std::uint64_t>(bytes, what, table_);
     table_.for_each([&](const K& key, const process_entry<S>& e) {
       for (std::uint64_t t : e.timers) timers_.emplace(t, key);
     });

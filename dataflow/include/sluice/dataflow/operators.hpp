@@ -100,6 +100,37 @@ S decode_state(std::span<const std::byte> bytes, const char* what) {
     throw std::runtime_error(std::string("restore ") + what + ": " + e.what());
   }
 }
+// The state of an operator with a state table: a version byte and its scalar state `head` (codec)
+// from snapshot_state(), then the table's stream from snapshot_rest() (state_table.hpp).
+template <class Head>
+std::vector<std::byte> encode_head(std::uint8_t version, const Head& head) {
+  std::vector<std::byte> out{std::byte{version}};
+  buffers::encode_to(out, head);
+  return out;
+}
+// Whether `bytes` is such a state of `version`.
+inline bool is_version(std::span<const std::byte> bytes, std::uint8_t version) noexcept {
+  return !bytes.empty() && bytes[0] == std::byte{version};
+}
+// Reads such a state into `table` (cleared first) and returns its head; errors name `what`.
+template <class Head, class Table>
+Head restore_with_table(std::span<const std::byte> bytes, const std::string& what, Table& table) {
+  buffers::byte_reader r(bytes.subspan(1));
+  Head head;
+  try {
+    head = buffers::codec<Head>::decode(r);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("restore " + what + ": " + e.what());
+  }
+  table.restore(r);
+  return head;
+}
+// Every entry of a table of namespaced keys, indexed by its namespace (a window start, a time).
+template <class Table, class Index>
+void index_by_space(const Table& table, Index& index) {
+  table.for_each_ref([&](const auto& at) { index[table.key(at).space].push_back(at); });
+}
+
 // Sorts refs of a table by their entries' keys.
 template <class Table, class Refs>
 void sort_by_key(const Table& table, Refs& refs) {
@@ -139,11 +170,7 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
   }
   // Version 3: (emitted), then the table (state_table.hpp) from snapshot_rest(). Version 1, the
   // entries in key order, still restores.
-  std::vector<std::byte> snapshot_state() const override {
-    std::vector<std::byte> out{std::byte{3}};
-    buffers::encode_to(out, emitted_);
-    return out;
-  }
+  std::vector<std::byte> snapshot_state() const override { return detail::encode_head(3, emitted_); }
   std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return state_.freeze(); }
   void restore_state(std::span<const std::byte> bytes) override {
     state_.clear();
@@ -154,14 +181,8 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
       for (auto& [key, acc] : entries) state_.upsert(key) = std::move(acc);
       return;
     }
-    if (bytes.empty() || bytes[0] != std::byte{3}) throw std::runtime_error("restore keyed aggregate: unknown state version");
-    buffers::byte_reader r(bytes.subspan(1));
-    try {
-      emitted_ = buffers::codec<bool>::decode(r);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(std::string("restore keyed aggregate: ") + e.what());
-    }
-    state_.restore(r);
+    if (!detail::is_version(bytes, 3)) throw std::runtime_error("restore keyed aggregate: unknown state version");
+    emitted_ = detail::restore_with_table<bool>(bytes, "keyed aggregate", state_);
   }
   std::size_t keys() const noexcept { return state_.size(); }
 

@@ -96,6 +96,8 @@ inline std::pair<bool, std::uint64_t> watermark_state(const std::optional<std::u
 inline std::optional<std::uint64_t> watermark_of(const std::pair<bool, std::uint64_t>& s) {
   return s.first ? std::optional<std::uint64_t>(s.second) : std::nullopt;
 }
+// The scalar state of the window operators and top-n: (watermark state, late records).
+using watermark_head = std::tuple<std::pair<bool, std::uint64_t>, std::uint64_t>;
 }  // namespace detail
 
 // Sliding (and, with slide == size, tumbling) event-time windows per key: see the top of the file.
@@ -154,26 +156,18 @@ class window_aggregate : public collector<In>, public stateful, public chain_par
   // window's state before lateness: fired_through + 1 or 0, late records, windows) and 2 (the
   // watermark, late records, windows oldest first with their keys in order) still restore.
   std::vector<std::byte> snapshot_state() const override {
-    std::vector<std::byte> out{std::byte{3}};
-    buffers::encode_to(out, std::make_tuple(detail::watermark_state(watermark_), late_records_));
-    return out;
+    return detail::encode_head(3, std::make_tuple(detail::watermark_state(watermark_), late_records_));
   }
   std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return table_.freeze(); }
   void restore_state(std::span<const std::byte> bytes) override {
     const std::string what = kind_ + " window";
     table_.clear();
     index_.clear();
-    if (!bytes.empty() && bytes[0] == std::byte{3}) {
-      buffers::byte_reader r(bytes.subspan(1));
-      try {
-        auto [watermark, late] = buffers::codec<std::tuple<std::pair<bool, std::uint64_t>, std::uint64_t>>::decode(r);
-        watermark_ = detail::watermark_of(watermark);
-        late_records_ = late;
-      } catch (const std::exception& e) {
-        throw std::runtime_error("restore " + what + ": " + e.what());
-      }
-      table_.restore(r);
-      table_.for_each_ref([&](ref at) { index_[table_.key(at).space].push_back(at); });
+    if (detail::is_version(bytes, 3)) {
+      auto [watermark, late] = detail::restore_with_table<detail::watermark_head>(bytes, what, table_);
+      watermark_ = detail::watermark_of(watermark);
+      late_records_ = late;
+      detail::index_by_space(table_, index_);
       return;
     }
     windows_t windows;
@@ -318,25 +312,17 @@ class top_n_op final : public collector<T>, public stateful, public chain_part {
   // order (state_table.hpp). Version 1, (watermark, late records, groups by time then key with their
   // held records), still restores. A restore takes the ranks from rank(record) again.
   std::vector<std::byte> snapshot_state() const override {
-    std::vector<std::byte> out{std::byte{2}};
-    buffers::encode_to(out, std::make_tuple(detail::watermark_state(watermark_), late_records_));
-    return out;
+    return detail::encode_head(2, std::make_tuple(detail::watermark_state(watermark_), late_records_));
   }
   std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return table_.freeze(); }
   void restore_state(std::span<const std::byte> bytes) override {
     table_.clear();
     index_.clear();
-    if (!bytes.empty() && bytes[0] == std::byte{2}) {
-      buffers::byte_reader r(bytes.subspan(1));
-      try {
-        auto [watermark, late] = buffers::codec<std::tuple<std::pair<bool, std::uint64_t>, std::uint64_t>>::decode(r);
-        watermark_ = detail::watermark_of(watermark);
-        late_records_ = late;
-      } catch (const std::exception& e) {
-        throw std::runtime_error(std::string("restore top_n: ") + e.what());
-      }
-      table_.restore(r);
-      table_.for_each_ref([&](ref at) { index_[table_.key(at).space].push_back(at); });
+    if (detail::is_version(bytes, 2)) {
+      auto [watermark, late] = detail::restore_with_table<detail::watermark_head>(bytes, "top_n", table_);
+      watermark_ = detail::watermark_of(watermark);
+      late_records_ = late;
+      detail::index_by_space(table_, index_);
       return;
     }
     auto [watermark, late, groups] =
