@@ -161,24 +161,43 @@ void task_checkpoint::add_operator_states(checkpoint_id id, taken_state ops,
 // A slice is about this many bytes: a few hundred microseconds of encoding at most.
 static constexpr std::size_t deferred_slice_bytes = 64 * 1024;
 
-runtime::task<void> task_checkpoint::write_deferred(checkpoint_id id, std::vector<deferred_operator_state> later) {
-  for (deferred_operator_state& part : later) {
-    for (bool done = false; !done;) {
-      std::vector<std::byte> slice;
-      done = part.state->next_slice(slice, deferred_slice_bytes);
-      if (!slice.empty()) {
-        io::result<void> added = writer_.add_operator_state(id, part.operator_index, std::move(slice));
-        if (!added) co_return;  // aborted, subsumed or closed: the rest is not wanted
+runtime::task<bool> task_checkpoint::write_deferred(checkpoint_id id, std::vector<deferred_operator_state> later) {
+  try {
+    for (deferred_operator_state& part : later) {
+      for (bool done = false; !done;) {
+        std::vector<std::byte> slice;
+        done = part.state->next_slice(slice, deferred_slice_bytes);
+        if (!slice.empty()) {
+          io::result<void> added = writer_.add_operator_state(id, part.operator_index, std::move(slice));
+          if (!added) co_return false;  // aborted, subsumed or closed: the rest is not wanted
+        }
+        if (!done) co_await runtime::yield();
       }
-      if (!done) co_await runtime::yield();
     }
+  } catch (const std::exception& e) {
+    fail_deferred(id, e);
+    co_return false;
+  }
+  co_return true;
+}
+
+void task_checkpoint::fail_deferred(checkpoint_id id, const std::exception& e) {
+  writer_.abort(id, abort_reason::io_error, e.what());
+  subject_->fail_task(failure(fmt::format("checkpoint {}: the operators' state: {}", id, e.what())));
+}
+
+void task_checkpoint::finish_deferred(checkpoint_id id) {
+  try {
+    (void)writer_.finish_output(id);
+  } catch (const std::exception& e) {
+    fail_deferred(id, e);
   }
 }
 
 runtime::task<void> task_checkpoint::write_deferred_then_finish(checkpoint_id id,
                                                                 std::vector<deferred_operator_state> later) {
-  co_await write_deferred(id, std::move(later));
-  (void)writer_.finish_output(id);
+  const bool written = co_await write_deferred(id, std::move(later));
+  if (written) finish_deferred(id);
 }
 
 runtime::task<void> task_checkpoint::add_sink_state(checkpoint_id id, taken_state ops,
@@ -250,8 +269,7 @@ runtime::task<void> task_checkpoint::switch_after_timeout(checkpoint_id id, bf::
                                                           std::vector<deferred_operator_state> later) {
   auto [switched, written] = co_await runtime::when_all(switch_when_due(id, std::move(barrier)),
                                                         write_deferred(id, std::move(later)));
-  (void)written;
-  if (switched) (void)writer_.finish_output(id);  // not when the task is stopping
+  if (switched && written) finish_deferred(id);  // not when the task is stopping
 }
 
 runtime::task<bool> task_checkpoint::switch_when_due(checkpoint_id id, bf::buffer_view barrier) {

@@ -36,6 +36,7 @@
 #include <sluice/snapshot/deferred_state.hpp>
 
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <cstdint>
 #include <optional>
@@ -150,10 +151,14 @@ class task_checkpoint {
   void add_operator_states(checkpoint_id id, taken_state ops, std::optional<std::vector<std::byte>> backlog);
   // An unaligned sink's precommit, awaited while the task goes on; then add_operator_states.
   runtime::task<void> add_sink_state(checkpoint_id id, taken_state ops, std::optional<std::vector<std::byte>> backlog);
-  // The deferred parts, slice by slice (the executor runs its other work between slices); stops at
-  // the first slice the writer refuses (the checkpoint was aborted).
-  runtime::task<void> write_deferred(checkpoint_id id, std::vector<deferred_operator_state> later);
+  // The deferred parts, slice by slice (the executor runs its other work between slices); false at
+  // the first slice the writer refuses (the checkpoint was aborted), or when one throws.
+  runtime::task<bool> write_deferred(checkpoint_id id, std::vector<deferred_operator_state> later);
   runtime::task<void> write_deferred_then_finish(checkpoint_id id, std::vector<deferred_operator_state> later);
+  // An exception while the deferred parts are written or finished (a state that does not encode)
+  // aborts the checkpoint and fails the task, as a failed precommit does: nothing else would end it.
+  void fail_deferred(checkpoint_id id, const std::exception& e);
+  void finish_deferred(checkpoint_id id);
   bool barrier_queued(const buffers::buffer_view& barrier) const;
   runtime::task<void> switch_after_timeout(checkpoint_id id, buffers::buffer_view barrier,
                                            std::vector<deferred_operator_state> later);
