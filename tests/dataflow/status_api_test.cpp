@@ -137,17 +137,18 @@ TEST_CASE("the status API describes a running job: the job, its graph with rates
     CHECK(e["buffers"] > 0);
   }
 
-  // The slow sink is the bottleneck: the joins (the sink's tasks) are busy, the sources that feed
-  // them backpressured. The shares are over a window of a second: until that shows.
+  // The slow sink is the bottleneck: the joins (the sink's tasks) are busy, a source that feeds
+  // them backpressured. The shares are over a window of a second: until that shows. (A source that
+  // has read its whole range is idle, not backpressured: under TSan one may end before the other.)
   std::optional<json> settled = j.poll("/api/graph", [](const json& g) {
     bool sink_bottleneck = false;
-    bool sources_backpressured = true;
+    bool a_source_backpressured = false;
     for (const json& t : g["tasks"]) {
       const std::string name = t["name"];
       if (name.rfind("join#", 0) == 0 && t["bottleneck"] == true) sink_bottleneck = true;
-      if (name.rfind("join#", 0) != 0 && t["backpressured_ratio"] < 0.5) sources_backpressured = false;
+      if (name.rfind("join#", 0) != 0 && t["backpressured_ratio"] >= 0.5) a_source_backpressured = true;
     }
-    return sink_bottleneck && sources_backpressured;
+    return sink_bottleneck && a_source_backpressured;
   });
   REQUIRE(settled);
   INFO(settled->dump(2));
@@ -157,8 +158,7 @@ TEST_CASE("the status API describes a running job: the job, its graph with rates
       CHECK(t["backpressured_ratio"] == 0);  // a sink has no output partition
     } else {
       CHECK(t["bottleneck"] == false);  // a source has no upstream to hold up
-      CHECK(t["backpressured_ratio"] >= 0.5);
-      CHECK(t["busy_ratio"] < 0.5);
+      CHECK(t["busy_ratio"] < 0.5);     // backpressured, or idle once its range is read
     }
   }
   bool sink_hot = false;
