@@ -157,8 +157,9 @@ TEST_CASE("the status API describes a running job: the job, its graph with rates
     if (name.rfind("join#", 0) == 0) {
       CHECK(t["backpressured_ratio"] == 0);  // a sink has no output partition
     } else {
-      CHECK(t["bottleneck"] == false);  // a source has no upstream to hold up
-      CHECK(t["busy_ratio"] < 0.5);     // backpressured, or idle once its range is read
+      // A source has no upstream to hold up. (Its busy share is not checked: the source that is
+      // not the one backpressured may still be reading, busy most of a window under ASan.)
+      CHECK(t["bottleneck"] == false);
     }
   }
   bool sink_hot = false;
