@@ -62,6 +62,7 @@ class channel_state_writer::result_awaiter : public runtime::detail::list_wait {
   }
   // Reads only this awaiter: the writer decided the outcome before scheduling it.
   checkpoint_outcome await_resume() {
+    if (error_) std::rethrow_exception(error_);
     if (outcome_) return std::move(*outcome_);
     return checkpoint_outcome::aborted(abort_reason::cancelled,
                                        fmt::format("the task waiting for checkpoint {} was stopped", id_));
@@ -72,6 +73,7 @@ class channel_state_writer::result_awaiter : public runtime::detail::list_wait {
   channel_state_writer* writer_;
   checkpoint_id id_;
   std::optional<checkpoint_outcome> outcome_{};
+  std::exception_ptr error_;  // the lookup of the outcome threw: the waiter gets the exception
 };
 
 // --- construction -----------------------------------------------------------------------------
@@ -148,7 +150,17 @@ void channel_state_writer::wake_decided() {
   }
   while (!scan.empty()) {
     auto* w = static_cast<result_awaiter*>(scan.front());
-    std::optional<checkpoint_outcome> outcome = try_result(w->id_);
+    // A lookup that throws (the planted FLINK-17869 result "not found") fails that waiter, not the
+    // caller settling another id: thrown from here, it left the waiters still in `scan` on no list,
+    // never woken (a task closing for ever, waiting for its checkpoint's watcher).
+    std::optional<checkpoint_outcome> outcome;
+    try {
+      outcome = try_result(w->id_);
+    } catch (...) {
+      w->error_ = std::current_exception();
+      w->wake();
+      continue;
+    }
     if (outcome) {
       w->outcome_ = std::move(outcome);
       w->wake();

@@ -175,22 +175,22 @@ runtime::task<bool> task_checkpoint::write_deferred(checkpoint_id id, std::vecto
       }
     }
   } catch (const std::exception& e) {
-    fail_deferred(id, e);
+    fail_checkpoint(id, "the operators' state", e);
     co_return false;
   }
   co_return true;
 }
 
-void task_checkpoint::fail_deferred(checkpoint_id id, const std::exception& e) {
+void task_checkpoint::fail_checkpoint(checkpoint_id id, std::string_view part, const std::exception& e) {
   writer_.abort(id, abort_reason::io_error, e.what());
-  subject_->fail_task(failure(fmt::format("checkpoint {}: the operators' state: {}", id, e.what())));
+  subject_->fail_task(failure(fmt::format("checkpoint {}: {}: {}", id, part, e.what())));
 }
 
 void task_checkpoint::finish_deferred(checkpoint_id id) {
   try {
     (void)writer_.finish_output(id);
   } catch (const std::exception& e) {
-    fail_deferred(id, e);
+    fail_checkpoint(id, "the operators' state", e);
   }
 }
 
@@ -202,14 +202,18 @@ runtime::task<void> task_checkpoint::write_deferred_then_finish(checkpoint_id id
 
 runtime::task<void> task_checkpoint::add_sink_state(checkpoint_id id, taken_state ops,
                                                     std::optional<std::vector<std::byte>> backlog) {
-  io::result<std::vector<std::byte>> sink = co_await subject_->sink_state(id);
-  if (!sink) {
-    writer_.abort(id, abort_reason::io_error, sink.error().message());
-    subject_->fail_task(std::move(sink).error());
-    co_return;
+  try {
+    io::result<std::vector<std::byte>> sink = co_await subject_->sink_state(id);
+    if (!sink) {
+      writer_.abort(id, abort_reason::io_error, sink.error().message());
+      subject_->fail_task(std::move(sink).error());
+      co_return;
+    }
+    ops.now.push_back({section_index(state_section::sink), std::move(sink).value()});
+    add_operator_states(id, std::move(ops), std::move(backlog));
+  } catch (const std::exception& e) {  // a precommit that throws: as one that fails (see watch)
+    fail_checkpoint(id, "its sink's precommit", e);
   }
-  ops.now.push_back({section_index(state_section::sink), std::move(sink).value()});
-  add_operator_states(id, std::move(ops), std::move(backlog));
 }
 
 void task_checkpoint::capture(checkpoint_id id, std::uint32_t channel, std::vector<bf::buffer_view> views) {
@@ -297,9 +301,22 @@ runtime::task<bool> task_checkpoint::switch_when_due(checkpoint_id id, bf::buffe
 
 runtime::task<void> task_checkpoint::watch(checkpoint_id id, std::chrono::steady_clock::time_point snapshot_started,
                                            std::chrono::nanoseconds sync, bool unaligned) {
-  runtime::executor& home = *runtime::executor::current();
-  checkpoint_outcome outcome = co_await writer_.result(id);
-  const auto took = home.now() - snapshot_started;
+  // A watcher that throws fails the task now. Left to the scope, the exception waited for the close
+  // (scope::join) and stopped the other watchers meanwhile: the next checkpoint was never
+  // acknowledged and a task waiting for its final checkpoint waited for ever (the planted
+  // FLINK-17869 lookup that throws, window seed 2).
+  try {
+    const checkpoint_outcome outcome = co_await writer_.result(id);
+    report(id, outcome, snapshot_started, sync, unaligned);
+  } catch (const std::exception& e) {
+    fail_checkpoint(id, "its outcome", e);
+  }
+}
+
+void task_checkpoint::report(checkpoint_id id, const checkpoint_outcome& outcome,
+                             std::chrono::steady_clock::time_point snapshot_started, std::chrono::nanoseconds sync,
+                             bool unaligned) {
+  const auto took = runtime::executor::current()->now() - snapshot_started;
   runtime::log::debug("task {}: checkpoint {} state {} after {} us", options_.name, id,
                       outcome.completed() ? "durable" : "aborted",
                       std::chrono::duration_cast<std::chrono::microseconds>(took).count());

@@ -9,6 +9,7 @@
 #include <sluice/buffers/result_partition.hpp>
 #include <sluice/runtime/task.hpp>
 #include <sluice/snapshot/checkpoint_participant.hpp>
+#include <sluice/snapshot/deferred_state.hpp>
 #include <sluice/snapshot/state_file.hpp>
 #include <sluice/snapshot/task_checkpoint.hpp>
 
@@ -21,7 +22,9 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,10 +58,37 @@ inline std::vector<std::byte> framed(const std::vector<std::vector<std::byte>>& 
   return out;
 }
 
+// A deferred part that hands out fixed slices, one per call, counting them in *given; asked for
+// slice `throw_at`, it throws (a state that does not encode).
+class sliced_state final : public snapshot::deferred_state {
+ public:
+  sliced_state(std::vector<std::vector<std::byte>> slices, int* given, int throw_at)
+      : slices_(std::move(slices)), given_(given), throw_at_(throw_at) {}
+  bool next_slice(std::vector<std::byte>& out, std::size_t) override {
+    if (static_cast<int>(next_) == throw_at_) throw std::runtime_error("slice failed");
+    if (next_ < slices_.size()) {
+      out.insert(out.end(), slices_[next_].begin(), slices_[next_].end());
+      ++next_;
+      ++*given_;
+    }
+    return next_ == slices_.size();
+  }
+
+ private:
+  std::vector<std::vector<std::byte>> slices_;
+  std::size_t next_ = 0;
+  int* given_;
+  int throw_at_;
+};
+
 // A task as a checkpoint sees it: fixed answers, and a count of what was asked.
 class fake_subject final : public snapshot::checkpoint_subject {
  public:
   std::vector<snapshot::operator_snapshot> operators;
+  // Per operator index, the slices of its deferred part (sliced_state), each snapshot anew.
+  std::vector<std::pair<std::uint32_t, std::vector<std::vector<std::byte>>>> deferred;
+  int slices_given = 0;
+  int deferred_throw_at = -1;
   bool sink = false;
   std::vector<std::byte> sink_bytes;
   std::optional<std::vector<std::byte>> backlog;
@@ -72,7 +102,13 @@ class fake_subject final : public snapshot::checkpoint_subject {
   int unconsumed_calls = 0;
   std::vector<snapshot::checkpoint_id> sink_state_ids;
 
-  snapshot::taken_state operator_states() override { return {operators, {}}; }
+  snapshot::taken_state operator_states() override {
+    snapshot::taken_state taken{operators, {}};
+    for (const auto& [index, slices] : deferred) {
+      taken.later.push_back({index, std::make_unique<sliced_state>(slices, &slices_given, deferred_throw_at)});
+    }
+    return taken;
+  }
   bool is_sink() const noexcept override { return sink; }
   std::optional<io::error> sink_error;  // sink_state fails with it
   runtime::task<io::result<std::vector<std::byte>>> sink_state(snapshot::checkpoint_id id) override {
@@ -116,9 +152,11 @@ class recording_acknowledger final : public snapshot::checkpoint_acknowledger {
   };
   std::vector<ack> acks;
   std::vector<declined> declines;
+  std::optional<snapshot::checkpoint_id> throw_on_ack;  // acknowledging this id throws
 
   void acknowledge(snapshot::task_id task, snapshot::checkpoint_id id,
                    snapshot::task_checkpoint_stats stats) override {
+    if (throw_on_ack == id) throw std::runtime_error("the acknowledger failed");
     acks.push_back({task, id, std::move(stats)});
   }
   void decline(snapshot::task_id task, snapshot::checkpoint_id id, snapshot::abort_reason reason,

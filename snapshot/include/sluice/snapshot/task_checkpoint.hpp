@@ -155,9 +155,10 @@ class task_checkpoint {
   // the first slice the writer refuses (the checkpoint was aborted), or when one throws.
   runtime::task<bool> write_deferred(checkpoint_id id, std::vector<deferred_operator_state> later);
   runtime::task<void> write_deferred_then_finish(checkpoint_id id, std::vector<deferred_operator_state> later);
-  // An exception while the deferred parts are written or finished (a state that does not encode)
-  // aborts the checkpoint and fails the task, as a failed precommit does: nothing else would end it.
-  void fail_deferred(checkpoint_id id, const std::exception& e);
+  // An exception in the work a checkpoint left running beside the task (the deferred parts written
+  // or finished: a state that does not encode; a watcher's wait for the outcome) aborts the
+  // checkpoint and fails the task, as a failed precommit does: nothing else would end it.
+  void fail_checkpoint(checkpoint_id id, std::string_view part, const std::exception& e);
   void finish_deferred(checkpoint_id id);
   bool barrier_queued(const buffers::buffer_view& barrier) const;
   runtime::task<void> switch_after_timeout(checkpoint_id id, buffers::buffer_view barrier,
@@ -167,6 +168,9 @@ class task_checkpoint {
   // Reports `id` once the writer's result is in; `unaligned`: the snapshot was taken unaligned.
   runtime::task<void> watch(checkpoint_id id, std::chrono::steady_clock::time_point snapshot_started,
                             std::chrono::nanoseconds sync, bool unaligned);
+  // The acknowledger told of a checkpoint's outcome, with the task's figures.
+  void report(checkpoint_id id, const checkpoint_outcome& outcome, std::chrono::steady_clock::time_point snapshot_started,
+              std::chrono::nanoseconds sync, bool unaligned);
 
   task_checkpoint_options options_;
   checkpoint_subject* subject_;
