@@ -104,6 +104,39 @@ TEST_CASE("a combiner's partials sum to the counts it folded, and it flushes whe
   CHECK(std::holds_alternative<recorder::end>(down.seen[7]));
 }
 
+TEST_CASE("a combiner whose table fills with keys seen once passes records through and tries its table again",
+          "[dataflow][combiner]") {
+  constexpr std::size_t max_keys = counter::adaptive_min_keys;
+  constexpr std::size_t window = counter::pass_through_tables * max_keys;
+  recorder down;
+  counter c(count_words(), max_keys, down);
+  std::map<std::string, std::uint64_t> expected;
+  const auto feed = [&](const char* prefix, std::size_t n) {
+    std::string w = prefix;
+    w += std::to_string(n);
+    c.collect(w);
+    ++expected[w];
+  };
+  // Distinct ids: the first table fills with one record per key, is flushed, and the records after
+  // it pass through as one-record partials.
+  for (std::size_t i = 0; i < max_keys; ++i) feed("u", i);
+  CHECK(c.flushes() == 1);
+  CHECK(c.passing() == window);
+  for (std::size_t i = 0; i < window; ++i) feed("u", i % 1000);
+  CHECK(c.passed_through() == window);
+  CHECK(c.passing() == 0);
+  CHECK(down.partials() == max_keys + window);
+  // Then the table is tried again: three words repeated (a0, a1, a2) reduce well, and stay in it.
+  for (std::size_t i = 0; i < 300; ++i) feed("a", i % 3);
+  CHECK(c.keys() == 3);
+  CHECK(c.passed_through() == window);
+  // A full table that reduced well (two records or more per key) does not switch to passing.
+  for (std::size_t i = 0; i < 2 * max_keys; ++i) feed("w", i % (max_keys - 3));
+  CHECK(c.passing() == 0);
+  c.end_of_data();
+  CHECK(down.sums() == expected);
+}
+
 TEST_CASE("a combiner flushes what it holds before it passes a watermark on, and a flush of nothing emits nothing",
           "[dataflow][combiner]") {
   recorder down;
