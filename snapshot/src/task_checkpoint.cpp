@@ -173,6 +173,11 @@ runtime::task<bool> task_checkpoint::write_deferred(checkpoint_id id, std::vecto
         }
         if (!done) co_await runtime::yield();
       }
+      // A later snapshot froze the state meanwhile: its checkpoint took over from this one. With
+      // max_concurrent 1 that happens only after this one was aborted at the coordinator, but an
+      // aligned snapshot awaits its output before its writer starts (and aborts this one): finished
+      // in that gap, this checkpoint's file would end without the state's end.
+      if (part.state->abandoned()) co_return false;
     }
   } catch (const std::exception& e) {
     fail_checkpoint(id, "the operators' state", e);

@@ -130,8 +130,11 @@ TEST_CASE("a freeze abandons the snapshot still being written and the next one i
   std::vector<std::byte> nothing;
   CHECK(first->next_slice(nothing, 256));  // abandoned: ends with nothing more
   CHECK(nothing.empty());
+  CHECK(first->abandoned());  // and says so: its checkpoint must not finish
+  CHECK_FALSE(second->abandoned());
   t.upsert(6) = 600;
   const auto bytes = drain(*second, 1024);
+  CHECK_FALSE(second->abandoned());  // ended whole
   const auto back = read_back<std::uint64_t, std::uint64_t>(bytes, 8);
   CHECK(back.size() == 10000);
   CHECK(back.at(5) == 500);

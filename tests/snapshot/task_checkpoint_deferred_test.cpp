@@ -157,3 +157,57 @@ TEST_CASE("a checkpoint's watcher that throws fails the task at once and a later
   CHECK(seen.acked == std::vector<checkpoint_id>{6});
   CHECK(seen.closed);
 }
+
+namespace {
+
+struct abandoned_seen {
+  int slices_before_abandon = -1;
+  bool decided_before_next = true;
+  std::optional<checkpoint_outcome> first;
+  bool second_completed = false;
+  std::vector<checkpoint_id> acked;
+  std::size_t failures = 99;
+};
+
+// Checkpoint 4's deferred state is taken over by a later freeze after its first slice (its
+// checkpoint is not aborted yet: an aligned snapshot's writer starts only after its output is out).
+task<void> abandoned_case(std::string dir4, std::string dir5, abandoned_seen* seen) {
+  bf::network_memory memory(64 * segment_bytes, segment_bytes, 1);
+  task_harness h(memory, /*has_input=*/false);
+  h.subject.operators = {{0, bytes_of("head;")}};
+  h.subject.deferred = {{0, slices}};
+  io::result<void> taken = co_await h.checkpoint.take(4, checkpoint_mode::aligned, dir4);
+  REQUIRE(taken.ok());
+  h.subject.deferred_abandon_at = 1;
+  co_await runtime::sleep_for(1ms);  // every slice the writer would take
+  seen->slices_before_abandon = h.subject.slices_given;
+  // Never finished: a file that ends without the state's end must not complete.
+  seen->decided_before_next = h.checkpoint.writer().try_result(4).has_value();
+  h.subject.deferred_abandon_at = -1;
+  io::result<void> next = co_await h.checkpoint.take(5, checkpoint_mode::aligned, dir5);
+  REQUIRE(next.ok());
+  seen->first = co_await h.checkpoint.writer().result(4);
+  const checkpoint_outcome second = co_await h.checkpoint.writer().result(5);
+  seen->second_completed = second.completed();
+  co_await runtime::sleep_for(1ms);
+  for (const auto& a : h.acknowledger.acks) seen->acked.push_back(a.id);
+  seen->failures = h.subject.failures.size();
+  co_await h.checkpoint.close();
+}
+
+}  // namespace
+
+TEST_CASE("a deferred state taken over by a later snapshot leaves its checkpoint unfinished until the next aborts it",
+          "[task_checkpoint]") {
+  temp_dir dir;
+  abandoned_seen seen;
+  sync_wait(abandoned_case(chk_dir(dir, 4), chk_dir(dir, 5), &seen), test::virtual_time());
+  CHECK(seen.slices_before_abandon == 1);
+  CHECK_FALSE(seen.decided_before_next);
+  REQUIRE(seen.first.has_value());
+  CHECK_FALSE(seen.first->completed());
+  CHECK(seen.first->reason == abort_reason::subsumed);
+  CHECK(seen.second_completed);
+  CHECK(seen.acked == std::vector<checkpoint_id>{5});
+  CHECK(seen.failures == 0);
+}

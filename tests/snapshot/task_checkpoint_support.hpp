@@ -62,10 +62,13 @@ inline std::vector<std::byte> framed(const std::vector<std::vector<std::byte>>& 
 // slice `throw_at`, it throws (a state that does not encode).
 class sliced_state final : public snapshot::deferred_state {
  public:
-  sliced_state(std::vector<std::vector<std::byte>> slices, int* given, int throw_at)
-      : slices_(std::move(slices)), given_(given), throw_at_(throw_at) {}
+  sliced_state(std::vector<std::vector<std::byte>> slices, int* given, int throw_at, const int* abandon_at = nullptr)
+      : slices_(std::move(slices)), given_(given), throw_at_(throw_at), abandon_at_(abandon_at) {}
+  // Abandoned once *abandon_at is the next slice (the test moves it, as a later freeze would).
+  bool abandoned() const noexcept override { return abandon_at_ != nullptr && static_cast<int>(next_) == *abandon_at_; }
   bool next_slice(std::vector<std::byte>& out, std::size_t) override {
     if (static_cast<int>(next_) == throw_at_) throw std::runtime_error("slice failed");
+    if (abandon_at_ != nullptr && static_cast<int>(next_) == *abandon_at_) return true;  // ends early
     if (next_ < slices_.size()) {
       out.insert(out.end(), slices_[next_].begin(), slices_[next_].end());
       ++next_;
@@ -79,6 +82,7 @@ class sliced_state final : public snapshot::deferred_state {
   std::size_t next_ = 0;
   int* given_;
   int throw_at_;
+  const int* abandon_at_;
 };
 
 // A task as a checkpoint sees it: fixed answers, and a count of what was asked.
@@ -89,6 +93,7 @@ class fake_subject final : public snapshot::checkpoint_subject {
   std::vector<std::pair<std::uint32_t, std::vector<std::vector<std::byte>>>> deferred;
   int slices_given = 0;
   int deferred_throw_at = -1;
+  int deferred_abandon_at = -1;  // a later freeze took the state over before this slice
   bool sink = false;
   std::vector<std::byte> sink_bytes;
   std::optional<std::vector<std::byte>> backlog;
@@ -105,7 +110,7 @@ class fake_subject final : public snapshot::checkpoint_subject {
   snapshot::taken_state operator_states() override {
     snapshot::taken_state taken{operators, {}};
     for (const auto& [index, slices] : deferred) {
-      taken.later.push_back({index, std::make_unique<sliced_state>(slices, &slices_given, deferred_throw_at)});
+      taken.later.push_back({index, std::make_unique<sliced_state>(slices, &slices_given, deferred_throw_at, &deferred_abandon_at)});
     }
     return taken;
   }

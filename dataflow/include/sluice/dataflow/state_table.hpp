@@ -414,8 +414,10 @@ class state_table {
       buffers::byte_writer w(out);
       buffers::detail::write_u32(w, detail::state_stream_end);
       t.frozen_.reset();
+      ended_ = true;
       return true;
     }
+    bool abandoned() const noexcept override { return !ended_ && !live(); }
 
    private:
     bool live() const noexcept { return f_->table != nullptr && f_->table->frozen_ == f_; }
@@ -441,6 +443,7 @@ class state_table {
     }
 
     std::shared_ptr<frozen> f_;
+    bool ended_ = false;  // the terminator is out
   };
 
   cell& cell_of(ref r) const { return partitions_[r.group]->at(r.cell); }

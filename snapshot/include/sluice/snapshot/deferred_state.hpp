@@ -22,6 +22,9 @@ class deferred_state {
   // Appends the next slice of the frozen state to `out` (about `budget` bytes, a little more for
   // one large entry); true once the whole state is out (then out holds its last bytes, if any).
   virtual bool next_slice(std::vector<std::byte>& out, std::size_t budget) = 0;
+  // True when the slices ended before the state's end: a later snapshot of the same state took
+  // over (or the state is gone). What was written is not the state: the checkpoint must not finish.
+  virtual bool abandoned() const noexcept { return false; }
 };
 
 // An operator's deferred part (index as for operator_snapshot: its place in the chain).
