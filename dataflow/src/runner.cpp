@@ -4,6 +4,7 @@
 
 #include <sluice/buffers/local_channel.hpp>
 #include <sluice/buffers/record_framing.hpp>
+#include <sluice/runtime/fiber.hpp>
 #include <sluice/runtime/log.hpp>
 #include <sluice/runtime/offload.hpp>
 #include <sluice/runtime/run_on.hpp>
@@ -91,9 +92,12 @@ rt::task<void> runner::make_task(task_slot* slot, const ss::task_state* recovere
   co_return;
 }
 
+// On a fiber: a large table restores in paced slices (runtime::pace_point), the executor running
+// its other coroutines between them.
 rt::task<void> runner::restore_operators(task_slot* slot, std::optional<std::string>* problem) {
-  *problem = slot->task->restore_operators();
-  co_return;
+  rt::task<void> restored = rt::run_fiber([slot, problem] { *problem = slot->task->restore_operators(); },
+                                          detail::paced_fiber);
+  co_await std::move(restored);
 }
 
 // Why the recovered state does not restore, if it does not: a task's operator state does not

@@ -407,7 +407,7 @@ rt::task<io::result<void>> stream_task::handle_item(bf::gate_item item) {
   }
   const std::uint32_t channel = item.channel;
   const bf::gate_event* event = &*item.event;
-  auto handled = in_chain([this, channel, event] { on_event(channel, *event); });
+  auto handled = in_chain([this, channel, event] { on_event(channel, *event); }, true);
   co_await std::move(handled);
   co_return done;
 }

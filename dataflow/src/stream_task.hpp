@@ -51,6 +51,9 @@ namespace sluice::dataflow::detail {
 // The sections of a task's state file that are not an operator's (snapshot/task_state.hpp).
 inline constexpr std::uint32_t source_index = snapshot::section_index(snapshot::state_section::source);
 inline constexpr std::uint32_t sink_index = snapshot::section_index(snapshot::state_section::sink);
+// The stack of a paced call into the chain (in_chain): user functions run on it as they would on the
+// executor's thread, so more than a blocking operator's default.
+inline constexpr runtime::fiber_options paced_fiber{.stack_bytes = 1024 * 1024};
 inline constexpr std::uint32_t backlog_index = snapshot::section_index(snapshot::state_section::output_backlog);
 
 // What the job runner hears from its tasks (posted to the runner's executor).
@@ -185,7 +188,7 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   runtime::task<io::result<void>> wait_for_work();
   void process_records();
   template <class F>
-  runtime::task<void> in_chain(F fn);  // below
+  runtime::task<void> in_chain(F fn, bool paced = false);  // below
   void on_event(std::uint32_t channel, const buffers::gate_event& event);
   io::error failure(std::string what) const;
 
@@ -212,15 +215,19 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   enum class phase { created, restoring, running, ending, awaiting_finish, closing, ended } phase_ = phase::created;
 };
 
-// A call into the chain: on a fiber when the stage has blocking operators (they may await there).
+// A call into the chain: on a fiber when the stage has blocking operators (they may await there),
+// or when it is `paced` (a watermark or the end of the input) and the chain keeps state: a keyed
+// operator then emits in paced slices (runtime::pace_point, docs/state.md), every key of a large
+// table without holding the executor. The task itself goes on only once the call is done, as when
+// it ran in one piece: no record, barrier or message reaches the chain in between.
 // (A member template: the loop and the restore's replay, in two files, both call it.)
 template <class F>
-runtime::task<void> stream_task::in_chain(F fn) {
-  if (!built_.on_fiber_) {
+runtime::task<void> stream_task::in_chain(F fn, bool paced) {
+  if (!built_.on_fiber_ && !(paced && !built_.states_.empty())) {
     fn();
     co_return;
   }
-  runtime::task<void> on_fiber = runtime::run_fiber(std::move(fn));
+  runtime::task<void> on_fiber = runtime::run_fiber(std::move(fn), paced ? paced_fiber : runtime::fiber_options{});
   co_await std::move(on_fiber);
 }
 

@@ -43,6 +43,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SLUICE_FIBER_ASAN 1
@@ -117,20 +118,42 @@ inline void tsan_destroy([[maybe_unused]] void* context) noexcept {
 #endif
 }
 
-// protected_fixedsize_stack (guard page below the stack) that clears ASan's shadow before unmapping.
+// One freed stack per thread, kept for the thread's next fiber of the same size: a task whose chain
+// runs on a fiber (a blocking operator's, or a keyed one's events: pace_point) starts one per buffer
+// or event, and mapping, protecting and unmapping a stack each time cost three system calls.
+struct spare_stack {
+  ctx::stack_context stack{};
+  ~spare_stack() {
+    if (stack.sp != nullptr) ctx::protected_fixedsize_stack(stack.size).deallocate(stack);
+  }
+};
+constinit thread_local spare_stack spare;
+
+// protected_fixedsize_stack (guard page below the stack) that clears ASan's shadow before unmapping
+// (or before keeping the stack as the thread's spare: a later fiber starts on clean shadow).
 class fiber_stack_allocator {
  public:
-  explicit fiber_stack_allocator(std::size_t bytes) noexcept : inner_(bytes) {}
-  ctx::stack_context allocate() { return inner_.allocate(); }
+  explicit fiber_stack_allocator(std::size_t bytes) noexcept : inner_(bytes), bytes_(bytes) {}
+  ctx::stack_context allocate() {
+    if (spare.stack.sp != nullptr && spare.stack.size >= bytes_ && spare.stack.size < 2 * bytes_ + 2 * 4096) {
+      return std::exchange(spare.stack, ctx::stack_context{});
+    }
+    return inner_.allocate();
+  }
   void deallocate(ctx::stack_context& stack) noexcept {
 #if defined(SLUICE_FIBER_ASAN)
     ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(stack.sp) - stack.size, stack.size);
 #endif
+    if (spare.stack.sp == nullptr) {
+      spare.stack = stack;
+      return;
+    }
     inner_.deallocate(stack);
   }
 
  private:
   ctx::protected_fixedsize_stack inner_;
+  std::size_t bytes_;
 };
 
 // The fiber currently running on this thread, or null.
@@ -282,6 +305,17 @@ void throw_await_outside_fiber() {
 }  // namespace detail
 
 bool in_fiber() noexcept { return detail::current_core != nullptr; }
+
+namespace {
+constinit thread_local std::size_t paced_work = 0;
+}  // namespace
+
+void pace_point(std::size_t work) {
+  paced_work += work;
+  if (paced_work < pace_budget) return;
+  paced_work = 0;
+  if (in_fiber()) await(yield_to_io());
+}
 
 namespace bench_support {
 namespace {

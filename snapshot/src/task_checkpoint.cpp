@@ -171,7 +171,10 @@ runtime::task<bool> task_checkpoint::write_deferred(checkpoint_id id, std::vecto
           io::result<void> added = writer_.add_operator_state(id, part.operator_index, std::move(slice));
           if (!added) co_return false;  // aborted, subsumed or closed: the rest is not wanted
         }
-        if (!done) co_await runtime::yield();
+        // To the next turn: yield() alone may resume in the same turn (the run queue is run until
+        // empty), and the whole state was then encoded in one turn of 10 to 36 ms at 9 MiB a task,
+        // its writes submitted only after it.
+        if (!done) co_await runtime::yield_to_io();
       }
       // A later snapshot froze the state meanwhile: its checkpoint took over from this one. With
       // max_concurrent 1 that happens only after this one was aborted at the coordinator, but an

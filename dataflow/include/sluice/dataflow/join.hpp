@@ -121,10 +121,16 @@ class tumbling_window_join final : public stateful, public chain_part {
       for (const ref& at : keys) {
         const sides_t& sides = table_.value(at);
         for (const L& l : sides.first) {
-          for (const R& r : sides.second) out_->collect(fns_.emit(start, table_.key(at).key, l, r));
+          for (const R& r : sides.second) {
+            out_->collect(fns_.emit(start, table_.key(at).key, l, r));
+            runtime::pace_point();
+          }
         }
       }
-      for (const ref& at : keys) table_.erase(at);
+      for (const ref& at : keys) {
+        table_.erase(at);
+        runtime::pace_point();
+      }
       index_.erase(index_.begin());
       fired_through_ = start + size_;
     }

@@ -181,6 +181,7 @@ class keyed_process_core {
     watermark_ = restore_with_table<std::uint64_t>(bytes, what, table_);
     table_.for_each([&](const K& key, const process_entry<S>& e) {
       for (std::uint64_t t : e.timers) timers_.emplace(t, key);
+      runtime::pace_point();
     });
   }
   std::size_t keys() const {
@@ -213,6 +214,7 @@ class keyed_process_core {
         context ctx(*this, node.value().second);
         on_timer_(node.value().first, ctx);
       }
+      runtime::pace_point();
     }
   }
 

@@ -11,6 +11,7 @@
 #include <sluice/dataflow/collector.hpp>
 #include <sluice/dataflow/key_hash.hpp>
 #include <sluice/dataflow/state_table.hpp>
+#include <sluice/runtime/fiber.hpp>
 
 #include <algorithm>
 
@@ -128,19 +129,53 @@ Head restore_with_table(std::span<const std::byte> bytes, const std::string& wha
 // Every entry of a table of namespaced keys, indexed by its namespace (a window start, a time).
 template <class Table, class Index>
 void index_by_space(const Table& table, Index& index) {
-  table.for_each_ref([&](const auto& at) { index[table.key(at).space].push_back(at); });
+  table.for_each_ref([&](const auto& at) {
+    index[table.key(at).space].push_back(at);
+    runtime::pace_point();
+  });
 }
 
-// Sorts refs of a table by their entries' keys.
+// Sorts `items` by `less` in paced steps (runtime::pace_point; docs/state.md): runs of 1024 sorted
+// one at a time, then merged pairwise, so on a fiber no step holds the executor for long, however
+// many keys a window or the end of the input emits. Not stable (as std::sort).
+template <class T, class Less>
+void paced_sort(std::vector<T>& items, Less less) {
+  constexpr std::size_t run = 1024;
+  const std::size_t n = items.size();
+  for (std::size_t at = 0; at < n; at += run) {
+    const std::size_t end = std::min(at + run, n);
+    std::sort(items.begin() + static_cast<std::ptrdiff_t>(at), items.begin() + static_cast<std::ptrdiff_t>(end), less);
+    runtime::pace_point((end - at) / 4);
+  }
+  if (n <= run) return;
+  std::vector<T> merged;
+  merged.reserve(n);
+  for (std::size_t width = run; width < n; width *= 2) {
+    merged.clear();
+    for (std::size_t lo = 0; lo < n; lo += 2 * width) {
+      std::size_t a = lo;
+      const std::size_t a_end = std::min(lo + width, n);
+      std::size_t b = a_end;
+      const std::size_t b_end = std::min(lo + 2 * width, n);
+      while (a < a_end || b < b_end) {
+        const bool take_b = a == a_end || (b < b_end && less(items[b], items[a]));
+        merged.push_back(std::move(items[take_b ? b++ : a++]));
+        if ((merged.size() & 7) == 0) runtime::pace_point();
+      }
+    }
+    items.swap(merged);
+  }
+}
+// Sorts refs of a table by their entries' keys (paced).
 template <class Table, class Refs>
 void sort_by_key(const Table& table, Refs& refs) {
-  std::sort(refs.begin(), refs.end(), [&](const auto& a, const auto& b) { return table.key(a) < table.key(b); });
+  paced_sort(refs, [&](const auto& a, const auto& b) { return table.key(a) < table.key(b); });
 }
 // The table's entries in key order (an operator's emission order, so its output is deterministic).
 template <class K, class V>
 std::vector<typename state_table<K, V>::ref> in_key_order(const state_table<K, V>& table) {
   auto refs = table.refs();
-  std::sort(refs.begin(), refs.end(), [&](const auto& a, const auto& b) { return table.key(a) < table.key(b); });
+  sort_by_key(table, refs);
   return refs;
 }
 }  // namespace detail
@@ -163,7 +198,10 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
   void watermark(std::uint64_t t) override { out_->watermark(t); }
   void end_of_data() override {
     if (!emitted_) {
-      for (const auto& r : detail::in_key_order(state_)) out_->collect(fns_.emit(state_.key(r), state_.value(r)));
+      for (const auto& r : detail::in_key_order(state_)) {
+        out_->collect(fns_.emit(state_.key(r), state_.value(r)));
+        runtime::pace_point();
+      }
       emitted_ = true;
     }
     out_->end_of_data();

@@ -34,6 +34,7 @@
 #include <sluice/buffers/codec.hpp>
 #include <sluice/dataflow/key_group.hpp>
 #include <sluice/runtime/assert.hpp>
+#include <sluice/runtime/fiber.hpp>
 #include <sluice/snapshot/deferred_state.hpp>
 
 #include <bit>
@@ -244,6 +245,7 @@ class state_table {
           auto [at, inserted] = emplace(key);
           if (!inserted) throw std::runtime_error("a key twice in one key group");
           cell_of(at).entry.second = std::move(value);
+          runtime::pace_point();  // a large table restores in slices when on a fiber (docs/state.md)
         }
         if (before - r.remaining() != bytes) throw std::runtime_error("a section's length does not match its entries");
       }

@@ -231,10 +231,16 @@ class window_aggregate : public collector<In>, public stateful, public chain_par
       std::vector<ref>& keys = it->second;
       if (!before || last > *before) {
         detail::sort_by_key(table_, keys);
-        for (const ref& at : keys) out_->collect(fns_.emit(it->first, table_.key(at).key, table_.value(at)));
+        for (const ref& at : keys) {
+          out_->collect(fns_.emit(it->first, table_.key(at).key, table_.value(at)));
+          runtime::pace_point();
+        }
       }
       if (detail::saturating_add(last, lateness_) <= now) {
-        for (const ref& at : keys) table_.erase(at);
+        for (const ref& at : keys) {
+          table_.erase(at);
+          runtime::pace_point();
+        }
         it = index_.erase(it);
       } else {
         ++it;
@@ -393,9 +399,13 @@ class top_n_op final : public collector<T>, public stateful, public chain_part {
         for (std::size_t i = 0; i < held.size(); ++i) {
           if (i > 0 && fns_.rank(held[i]) < fns_.rank(held[i - 1])) place = i + 1;
           out_->collect(fns_.emit(table_.key(at).key, place, held[i]));
+          runtime::pace_point();
         }
       }
-      for (const ref& at : keys) table_.erase(at);
+      for (const ref& at : keys) {
+        table_.erase(at);
+        runtime::pace_point();
+      }
       index_.erase(index_.begin());
     }
   }

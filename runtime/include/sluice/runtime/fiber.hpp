@@ -43,6 +43,15 @@ struct fiber_options {
 // True while running on a fiber started by run_fiber.
 bool in_fiber() noexcept;
 
+// Pacing a long synchronous loop (a keyed operator emitting every key of a large table, a table
+// restored from a checkpoint: docs/state.md). Each call adds `work` (about one record's worth) to
+// this thread's count; once the count reaches pace_budget, and the caller runs on a fiber, the fiber
+// lets the executor run its other coroutines and submit its I/O (await(yield_to_io())) before it
+// goes on. Off a fiber it only counts: the loop is as it was. Counting, not the clock, decides, so a
+// run is as deterministic as its input.
+inline constexpr std::size_t pace_budget = 1024;
+void pace_point(std::size_t work = 1);
+
 namespace detail {
 
 // Thrown at a pending `await` when the fiber's task is destroyed; unwinds the fiber's stack.
