@@ -1,0 +1,212 @@
+// state: keyed state at a service's scale (docs/state.md). For each key count of --keys, the
+// word-count job over a corpus of ids of that many distinct values (--lines lines, by default as
+// many as keys and at least a million, about 6.5 words a line), with unaligned checkpoints every --interval-ms:
+// - throughput beside a one-thread std::unordered_map count of the same file in the same run
+//   (median of --runs, alternating which goes first), as a ratio;
+// - per checkpoint, from the job's history (docs/operations.md): the end-to-end duration (median
+//   and longest), the longest synchronous part of any task's snapshot (sync: the executor's stall
+//   for the snapshot), the operator state held and the bytes the checkpoint wrote (median; every
+//   checkpoint still writes the whole state, so the two are equal until incremental checkpoints);
+// - the job resumed from its last checkpoint (the finished job's final one, which holds the whole
+//   table): restore time, from the run's start to every task restored (median of --runs).
+
+#include "bench.hpp"
+
+#include <sluice/dataflow/generator.hpp>
+#include <sluice/dataflow/job_runner.hpp>
+#include <sluice/dataflow/samples.hpp>
+#include <sluice/runtime/sync_wait.hpp>
+#include <sluice/snapshot/checkpoint_history.hpp>
+
+#include <fmt/core.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace sluice::bench {
+namespace {
+
+namespace df = sluice::dataflow;
+namespace ss = sluice::snapshot;
+
+std::vector<std::uint64_t> parse_keys(const std::string& list) {
+  std::vector<std::uint64_t> keys;
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    std::size_t used = 0;
+    std::uint64_t n = 0;
+    try {
+      n = std::stoull(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || n == 0) {
+      throw std::invalid_argument("--keys: '" + item + "' is not a positive number (a list such as 100,100000,1000000)");
+    }
+    keys.push_back(n);
+    at = comma + 1;
+  }
+  return keys;
+}
+
+// What one size's runs measured.
+struct size_figures {
+  std::vector<double> duration_ms;
+  std::vector<double> sync_us;
+  std::vector<double> state_bytes;
+  std::vector<double> written_bytes;
+  std::vector<double> restore_ms;
+};
+
+double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+class state_bench final : public benchmark {
+ public:
+  std::string_view name() const noexcept override { return "state"; }
+  std::string_view description() const noexcept override {
+    return "keyed state at 100 to millions of keys: throughput vs a one-thread count, checkpoint duration, sync "
+           "stall, bytes written, restore time";
+  }
+  std::vector<option> options() override {
+    return {{"--keys", "distinct keys, a comma-separated list (each size is measured in turn)", &keys_},
+            {"--lines", "corpus lines; 0: as many as keys, at least 1,000,000", &lines_},
+            {"--parallelism", "tasks per stage", &parallelism_},
+            {"--interval-ms", "checkpoint interval (unaligned)", &interval_ms_}};
+  }
+
+  void run(const common_options& common, const reporter& out) override {
+    const std::vector<std::uint64_t> sizes = parse_keys(keys_);
+    const std::string dir = fmt::format("/tmp/sluice-bench-state-{}", ::getpid());
+    std::filesystem::create_directories(dir);
+    for (const std::uint64_t keys : sizes) measure(common, out, dir, keys);
+    std::filesystem::remove_all(dir);
+  }
+
+ private:
+  // One run of the job (afresh, or resumed from dir/chk); its wall time in seconds.
+  double run_job(const std::string& dir, const std::string& input, bool afresh) const {
+    if (afresh) {  // (a resumed run keeps the output its checkpoint belongs to)
+      std::filesystem::remove_all(dir + "/chk");
+      std::filesystem::remove_all(dir + "/out");
+    }
+    std::filesystem::create_directories(dir + "/out");
+    df::job_builder job("wordcount");
+    df::build_wordcount(job, {input, dir + "/out", parallelism_, 0});
+    df::job_settings settings;
+    settings.checkpoint_dir = dir + "/chk";
+    settings.mode = ss::checkpoint_mode::unaligned;
+    settings.checkpoint_interval = std::chrono::milliseconds(interval_ms_);
+    settings.handle_signals = false;
+    const auto start = bench_clock::now();
+    df::job_result r = df::run_job(job, settings);
+    const double s = seconds_since(start);
+    if (r.exit_code != 0) throw std::runtime_error("state bench: the job failed: " + r.message);
+    if (!afresh && !r.resumed_from) throw std::runtime_error("state bench: the second run did not resume");
+    return s;
+  }
+
+  // The history of the job's last run (since its last start event): its checkpoints, then the
+  // start's restore time into `f` (when it resumed).
+  static void read_history(const std::string& dir, size_figures& f, bool checkpoints) {
+    io::result<ss::history_contents> h = ss::read_history_blocking(dir + "/chk");
+    if (!h) throw std::runtime_error("state bench: " + h.error().message());
+    std::size_t last_start = 0;
+    for (std::size_t i = 0; i < h->events.size(); ++i) {
+      if (std::holds_alternative<ss::history_start>(h->events[i])) last_start = i;
+    }
+    for (std::size_t i = last_start; i < h->events.size(); ++i) {
+      if (const auto* s = std::get_if<ss::history_start>(&h->events[i]); s != nullptr && s->resumed_from) {
+        f.restore_ms.push_back(ms(s->restore_duration));
+      }
+      const auto* c = std::get_if<ss::history_checkpoint>(&h->events[i]);
+      if (!checkpoints || c == nullptr || !c->completed) continue;
+      f.duration_ms.push_back(ms(c->duration));
+      f.sync_us.push_back(ms(c->max_sync_duration) * 1000.0);
+      f.state_bytes.push_back(static_cast<double>(c->operator_state_bytes));
+      f.written_bytes.push_back(static_cast<double>(c->operator_state_bytes + c->channel_state_bytes));
+    }
+  }
+
+  void measure(const common_options& common, const reporter& out, const std::string& dir, std::uint64_t keys) const {
+    const std::string input = dir + "/corpus.txt";
+    const std::uint64_t lines = lines_ != 0 ? lines_ : std::max<std::uint64_t>(keys, 1'000'000);
+    auto written = runtime::sync_wait(df::write_corpus(input, lines, 42, keys));
+    if (!written) throw std::runtime_error(written.error().message());
+    double words = 0;
+    std::size_t distinct = 0;
+    {
+      std::unordered_map<std::string, std::uint64_t> counts;
+      std::ifstream in(input);
+      std::string line;
+      while (std::getline(in, line)) {
+        df::for_each_word(line, [&](std::string_view w) {
+          ++counts[std::string(w)];
+          ++words;
+        });
+      }
+      distinct = counts.size();
+    }
+    out.note(fmt::format("state: {} distinct keys ({} lines, {} words)", distinct, lines, words));
+    size_figures f;
+    auto r = measure_paired(
+        common.runs,
+        [&] {
+          const double s = run_job(dir, input, true);
+          read_history(dir, f, true);
+          run_job(dir, input, false);  // resumed: the restore of the whole table
+          read_history(dir, f, false);
+          return words / s;
+        },
+        [&] {
+          const auto start = bench_clock::now();
+          std::unordered_map<std::string, std::uint64_t> counts;
+          std::ifstream in(input);
+          std::string line;
+          while (std::getline(in, line)) df::for_each_word(line, [&](std::string_view w) { ++counts[std::string(w)]; });
+          do_not_optimize(counts.size());
+          return words / seconds_since(start);
+        });
+    const auto longest = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
+    out.result(name(),
+               fmt::format("state, {} keys: {}/s words  baseline (one thread, unordered_map) {}/s  ratio {:.2f}  |  "
+                           "{} checkpoints: {:.0f} ms median, {:.0f} ms longest, sync longest {:.0f} us, state {} "
+                           "median, written {} median  |  restore {:.0f} ms  (parallelism {}, every {} ms)",
+                           distinct, human_rate(r.figure), human_rate(r.baseline), r.figure / r.baseline,
+                           f.duration_ms.size(), median(f.duration_ms), longest(f.duration_ms), longest(f.sync_us),
+                           human_bytes(median(f.state_bytes)), human_bytes(median(f.written_bytes)),
+                           median(f.restore_ms), parallelism_, interval_ms_),
+               {{"keys", std::uint64_t{distinct}},
+                {"words_per_s", r.figure},
+                {"baseline_words_per_s", r.baseline},
+                {"ratio", r.figure / r.baseline},
+                {"checkpoints", std::uint64_t{f.duration_ms.size()}},
+                {"checkpoint_median_ms", median(f.duration_ms)},
+                {"checkpoint_max_ms", longest(f.duration_ms)},
+                {"sync_max_us", longest(f.sync_us)},
+                {"state_bytes", median(f.state_bytes)},
+                {"written_bytes", median(f.written_bytes)},
+                {"restore_ms", median(f.restore_ms)},
+                {"parallelism", std::uint64_t{parallelism_}},
+                {"interval_ms", interval_ms_},
+                {"runs", std::uint64_t{common.runs}}});
+  }
+
+  std::string keys_ = "100,100000,1000000";
+  std::uint64_t lines_ = 0;
+  unsigned parallelism_ = 2;
+  std::uint64_t interval_ms_ = 200;
+};
+
+registration<state_bench> reg;
+
+}  // namespace
+}  // namespace sluice::bench
