@@ -51,6 +51,9 @@ constexpr std::array table{
     entry{"postgres", "--per-checkpoint", {1, 1e7}},
     entry{"switch", "--duration-ms", {1, 600'000}},
     entry{"switch", "--fiber-iterations", {1, 1e9}},
+    entry{"state", "--lines", {0, 1e8}},
+    entry{"state", "--parallelism", {1, 64}},
+    entry{"state", "--interval-ms", {1, 60'000}},
     entry{"wordcount", "--lines", {1, 1e8}},  // the generated corpus: ~4 GB
     entry{"wordcount", "--parallelism", {1, 64}},
     entry{"wordcount", "--distinct", {0, 1e9}},

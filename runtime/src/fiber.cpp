@@ -27,6 +27,7 @@
 
 #include <sluice/runtime/executor.hpp>
 #include <sluice/runtime/fiber.hpp>
+#include <sluice/runtime/memory_limit.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 
 #include <boost/context/fiber.hpp>
@@ -171,7 +172,8 @@ class fiber_core {
     } catch (const std::bad_alloc&) {
       throw std::system_error(ENOMEM, std::generic_category(),
                               "run_fiber: map a fiber stack of " + std::to_string(bytes) +
-                                  " bytes (out of memory, or of vm.max_map_count: each fiber maps two regions)");
+                                  " bytes (out of memory, or of vm.max_map_count: each fiber maps two regions)" +
+                                  address_space_note());
     }
     fiber_stack_ = {static_cast<char*>(stack.sp) - stack.size, stack.size};
     fiber_tsan_ = tsan_create();
