@@ -11,9 +11,9 @@
 //   table): restore time, from the run's start to every task restored (median of --runs).
 
 #include "bench.hpp"
+#include "wordcount_runs.hpp"
 
 #include <sluice/dataflow/generator.hpp>
-#include <sluice/dataflow/job_runner.hpp>
 #include <sluice/dataflow/samples.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/snapshot/checkpoint_history.hpp>
@@ -27,7 +27,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace sluice::bench {
@@ -92,28 +92,6 @@ class state_bench final : public benchmark {
   }
 
  private:
-  // One run of the job (afresh, or resumed from dir/chk); its wall time in seconds.
-  double run_job(const std::string& dir, const std::string& input, bool afresh) const {
-    if (afresh) {  // (a resumed run keeps the output its checkpoint belongs to)
-      std::filesystem::remove_all(dir + "/chk");
-      std::filesystem::remove_all(dir + "/out");
-    }
-    std::filesystem::create_directories(dir + "/out");
-    df::job_builder job("wordcount");
-    df::build_wordcount(job, {input, dir + "/out", parallelism_, 0});
-    df::job_settings settings;
-    settings.checkpoint_dir = dir + "/chk";
-    settings.mode = ss::checkpoint_mode::unaligned;
-    settings.checkpoint_interval = std::chrono::milliseconds(interval_ms_);
-    settings.handle_signals = false;
-    const auto start = bench_clock::now();
-    df::job_result r = df::run_job(job, settings);
-    const double s = seconds_since(start);
-    if (r.exit_code != 0) throw std::runtime_error("state bench: the job failed: " + r.message);
-    if (!afresh && !r.resumed_from) throw std::runtime_error("state bench: the second run did not resume");
-    return s;
-  }
-
   // The history of the job's last run (since its last start event): its checkpoints, then the
   // start's restore time into `f` (when it resumed).
   static void read_history(const std::string& dir, size_figures& f, bool checkpoints) {
@@ -142,39 +120,35 @@ class state_bench final : public benchmark {
     auto written = runtime::sync_wait(df::write_corpus(input, lines, 42, keys));
     if (!written) throw std::runtime_error(written.error().message());
     double words = 0;
-    std::size_t distinct = 0;
+    std::unordered_set<std::string> seen;
     {
-      std::unordered_map<std::string, std::uint64_t> counts;
       std::ifstream in(input);
       std::string line;
       while (std::getline(in, line)) {
         df::for_each_word(line, [&](std::string_view w) {
-          ++counts[std::string(w)];
+          seen.emplace(w);
           ++words;
         });
       }
-      distinct = counts.size();
     }
+    const std::size_t distinct = seen.size();
+    seen = {};
     out.note(fmt::format("state: {} distinct keys ({} lines, {} words)", distinct, lines, words));
     size_figures f;
     auto r = measure_paired(
         common.runs,
         [&] {
-          const double s = run_job(dir, input, true);
+          const auto interval = std::chrono::milliseconds(interval_ms_);
+          const double s = run_wordcount_job("state", dir, input, parallelism_, interval, true).seconds;
           read_history(dir, f, true);
-          run_job(dir, input, false);  // resumed: the restore of the whole table
+          // Resumed from the final checkpoint: the restore of the whole table.
+          if (!run_wordcount_job("state", dir, input, parallelism_, interval, false).result.resumed_from) {
+            throw std::runtime_error("state bench: the second run did not resume");
+          }
           read_history(dir, f, false);
           return words / s;
         },
-        [&] {
-          const auto start = bench_clock::now();
-          std::unordered_map<std::string, std::uint64_t> counts;
-          std::ifstream in(input);
-          std::string line;
-          while (std::getline(in, line)) df::for_each_word(line, [&](std::string_view w) { ++counts[std::string(w)]; });
-          do_not_optimize(counts.size());
-          return words / seconds_since(start);
-        });
+        [&] { return words / one_thread_count_seconds(input); });
     const auto longest = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
     out.result(name(),
                fmt::format("state, {} keys: {}/s words  baseline (one thread, unordered_map) {}/s  ratio {:.2f}  |  "

@@ -3,6 +3,7 @@
 // in plain C++ (std::ifstream, std::unordered_map) over the same file in the same run.
 
 #include "bench.hpp"
+#include "wordcount_runs.hpp"
 
 #include <sluice/dataflow/generator.hpp>
 #include <sluice/dataflow/job_runner.hpp>
@@ -32,7 +33,9 @@ std::uint64_t count_words(const std::string& path) {
   return words;
 }
 
-double baseline_seconds(const std::string& path) {
+}  // namespace
+
+double one_thread_count_seconds(const std::string& path) {
   const auto start = bench_clock::now();
   std::unordered_map<std::string, std::uint64_t> counts;
   std::ifstream in(path);
@@ -42,23 +45,29 @@ double baseline_seconds(const std::string& path) {
   return seconds_since(start);
 }
 
-double job_seconds(const std::string& dir, const std::string& input, bool checkpoints, std::size_t parallelism) {
-  std::filesystem::remove_all(dir + "/out");
-  std::filesystem::remove_all(dir + "/chk");
+wordcount_run run_wordcount_job(const std::string& bench, const std::string& dir, const std::string& input,
+                                std::size_t parallelism, std::chrono::milliseconds interval, bool afresh) {
+  if (afresh) {  // (a resumed run keeps the output its checkpoint belongs to)
+    std::filesystem::remove_all(dir + "/out");
+    std::filesystem::remove_all(dir + "/chk");
+  }
   std::filesystem::create_directories(dir + "/out");
   df::job_builder job("wordcount");
   df::build_wordcount(job, {input, dir + "/out", parallelism, 0});
   df::job_settings settings;
   settings.checkpoint_dir = dir + "/chk";
   settings.mode = snapshot::checkpoint_mode::unaligned;
-  settings.checkpoint_interval = checkpoints ? std::chrono::milliseconds(100) : std::chrono::milliseconds(86'400'000);
+  settings.checkpoint_interval = interval.count() > 0 ? interval : std::chrono::milliseconds(86'400'000);
   settings.handle_signals = false;
   const auto start = bench_clock::now();
-  df::job_result r = df::run_job(job, settings);
-  const double s = seconds_since(start);
-  if (r.exit_code != 0) throw std::runtime_error("wordcount bench: the job failed: " + r.message);
-  return s;
+  wordcount_run run;
+  run.result = df::run_job(job, settings);
+  run.seconds = seconds_since(start);
+  if (run.result.exit_code != 0) throw std::runtime_error(bench + " bench: the job failed: " + run.result.message);
+  return run;
 }
+
+namespace {
 
 class wordcount_bench final : public benchmark {
  public:
@@ -85,8 +94,11 @@ class wordcount_bench final : public benchmark {
     }
     for (const bool checkpoints : {true, false}) {
       auto r = measure_paired(
-          common.runs, [&] { return words / job_seconds(dir, input, checkpoints, parallelism_); },
-          [&] { return words / baseline_seconds(input); });
+          common.runs, [&] {
+            const auto interval = std::chrono::milliseconds(checkpoints ? 100 : 0);
+            return words / run_wordcount_job("wordcount", dir, input, parallelism_, interval, true).seconds;
+          },
+          [&] { return words / one_thread_count_seconds(input); });
       chart_paired(out, checkpoints ? "checkpoints on (unaligned, 100 ms)" : "checkpoints off",
                    fmt::format("sluice job, parallelism {}", parallelism_), "one thread, std::unordered_map", r, 1e-6,
                    1e-6);
