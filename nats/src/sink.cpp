@@ -40,7 +40,14 @@ class jetstream_sink final : public dataflow::sink_connector<std::string> {
       std::vector<std::string> subjects;
       subjects.push_back(url_.name);
       auto made = co_await create_stream(*conn_, name, std::move(subjects));
-      if (!made) co_return made.error();
+      if (!made) {
+        // Another sink made it between the lookup and the create (another task of this job, or
+        // another job into the same subject): the server refuses the second ("subjects overlap
+        // with an existing stream"), and the stream that now stores the subject is the one.
+        auto raced = co_await stream_for_subject(*conn_, url_.name);
+        if (!raced) co_return made.error();
+        name = raced.value();
+      }
     }
     auto info = co_await get_stream_info(*conn_, name);
     if (!info) co_return info.error();

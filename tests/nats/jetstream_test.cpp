@@ -9,6 +9,7 @@
 #include <sluice/nats/jetstream.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/runtime/timer.hpp>
+#include <sluice/runtime/when_all.hpp>
 
 #include <support/nats_server.hpp>
 #include <support/temp_dir.hpp>
@@ -287,4 +288,40 @@ TEST_CASE("a jetstream sink refuses a record larger than one message at write na
                  "max_payload is ") != std::string::npos);
   CHECK(out.find(" | committed") != std::string::npos);
   CHECK(out.find("accepted") == std::string::npos);
+}
+
+namespace {
+
+// One sink's first recover, as task `task` of job "j", run "r1".
+task<std::string> recover_sink(dataflow::connector_context ctx, nats::nats_url url) {
+  auto sink = nats::make_jetstream_sink(ctx, url);
+  io::result<void> r = co_await sink->recover(dataflow::recovery_of({}, "r1"));
+  co_await sink->close();
+  co_return r ? std::string("ok") : r.error().message();
+}
+
+// Eight sinks recover at once into a subject no stream stores yet: each finds none, and all but the
+// first to reach the server are refused the create ("subjects overlap with an existing stream").
+task<std::vector<std::string>> sinks_recover_at_once(std::uint16_t port, std::size_t sinks) {
+  std::vector<task<std::string>> all;
+  for (std::size_t i = 0; i < sinks; ++i) {
+    dataflow::connector_context ctx;
+    ctx.job = "j";
+    ctx.task = static_cast<std::uint32_t>(i);
+    all.push_back(recover_sink(ctx, url_of(port, "together")));
+  }
+  co_return co_await runtime::when_all(std::move(all));
+}
+
+}  // namespace
+
+// Two jobs into one subject once failed so: one job's sink made the stream between the other's
+// lookup and its create.
+TEST_CASE("jetstream sinks that find no stream and create it at once all recover: the losers take the one made") {
+  SLUICE_SKIP_WITHOUT_NATS();
+  test::temp_dir dir;
+  test::nats_server nats(dir.path());
+  nats.start();
+  const std::vector<std::string> results = runtime::sync_wait(sinks_recover_at_once(nats.port(), 8));
+  CHECK(results == std::vector<std::string>(8, "ok"));
 }
