@@ -9,6 +9,8 @@
 // The object belongs to one checkpoint and is used on the task's executor only. Destroying it
 // before it is done (the checkpoint was aborted) leaves the operator's state as it is.
 
+#include <sluice/snapshot/checkpoint.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -25,6 +27,9 @@ class deferred_state {
   // True when the slices ended before the state's end: a later snapshot of the same state took
   // over (or the state is gone). What was written is not the state: the checkpoint must not finish.
   virtual bool abandoned() const noexcept { return false; }
+  // The checkpoint whose state this one is a delta on (its stream holds only what changed since),
+  // or no_checkpoint when it is the whole state. Known at the freeze; recovery reads the base first.
+  virtual checkpoint_id delta_base() const noexcept { return no_checkpoint; }
 };
 
 // An operator's deferred part (index as for operator_snapshot: its place in the chain).

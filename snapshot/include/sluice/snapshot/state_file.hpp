@@ -53,6 +53,10 @@ enum class record_type : std::uint8_t {
   input_channel = 2,
   output_channel = 3,
   end = 4,
+  // An operator's keyed state in this file is a delta on its state in an earlier checkpoint of the
+  // same task (docs/state.md, incremental checkpoints): index the operator, payload 8 bytes, the
+  // base checkpoint's id (u64), below this file's checkpoint. At most one per operator.
+  operator_base = 5,
 };
 
 struct state_file_header {
