@@ -31,6 +31,7 @@ declare -A where=(
   [snapshot-mid-record]="window:all wordcount:all"
   [manifest-before-state]="window:all join:all generate:all"
   [queued-barrier-waits]="join:all window:all"
+  [delta-loses-write]="wordcount:all window:all"
 )
 
 mapfile -t plants < <("$sluice" simulate --list-plants)

@@ -239,6 +239,7 @@ rt::task<io::result<void>> stream_task::handle_mailbox() {
       io::result<void> r = co_await snapshot(t->id, t->mode);  // (it drains the output where it must)
       if (!r) co_return r;
     } else if (auto* c = std::get_if<complete_msg>(&m)) {
+      for (stateful* s : built_.states_) s->checkpoint_completed(c->id);  // the next deltas' base
       io::result<void> r = co_await built_.output_->commit(c->id);
       if (!r) co_return r;
       task_listener* listener = wiring_.listener;

@@ -176,7 +176,7 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   runtime::task<io::result<void>> replay_input(const snapshot::task_state& state);
 
   // checkpoint_subject
-  snapshot::taken_state operator_states() override;
+  snapshot::taken_state operator_states(snapshot::checkpoint_id id) override;
   bool is_sink() const noexcept override { return built_.output_->is_sink(); }
   runtime::task<io::result<std::vector<std::byte>>> sink_state(snapshot::checkpoint_id id) override;
   void hold_sink() override { built_.output_->hold(); }

@@ -49,13 +49,13 @@ rt::task<io::result<void>> stream_task::snapshot(ss::checkpoint_id id, ss::check
 
 // --- what a checkpoint takes (checkpoint_subject) ---------------------------------------------------
 
-ss::taken_state stream_task::operator_states() {
+ss::taken_state stream_task::operator_states(ss::checkpoint_id id) {
   ss::taken_state ops;
   for (std::uint32_t i = 0; i < built_.states_.size(); ++i) {
     ops.now.push_back({i, built_.states_[i]->snapshot_state()});
     // A keyed table's entries follow in slices while the task goes on (task_checkpoint::write_deferred):
     // the barrier costs O(1) in the table's size.
-    if (auto rest = built_.states_[i]->snapshot_rest()) ops.later.push_back({i, std::move(rest)});
+    if (auto rest = built_.states_[i]->snapshot_rest(id)) ops.later.push_back({i, std::move(rest)});
   }
   if (built_.source_ != nullptr) ops.now.push_back({source_index, built_.source_->snapshot_state()});
   return ops;

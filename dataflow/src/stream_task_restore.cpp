@@ -49,7 +49,13 @@ std::optional<std::string> stream_task::restore_operators() {
       if (!known) return fmt::format("task {}: the checkpoint holds state section {} that this task does not have", wiring_.name, index);
     }
     for (std::uint32_t i = 0; i < built_.states_.size(); ++i) {
-      if (auto it = ops.find(i); it != ops.end()) built_.states_[i]->restore_state(it->second);
+      auto it = ops.find(i);
+      if (it == ops.end()) continue;
+      // An incremental snapshot's chain, oldest first: its whole state, then each delta on it.
+      if (auto chain = state->operator_chain.find(i); chain != state->operator_chain.end()) {
+        for (const auto& link : chain->second) built_.states_[i]->restore_state(link);
+      }
+      built_.states_[i]->restore_state(it->second);
     }
     if (built_.source_ != nullptr) {
       if (auto it = ops.find(source_index); it != ops.end()) built_.source_->restore_state(it->second);

@@ -16,6 +16,7 @@ constexpr const char* planted[] = {
     "snapshot-mid-record",    // a snapshot taken in the middle of a record
     "manifest-before-state",  // a commit fsyncs the manifest before the state files
     "queued-barrier-waits",   // issue 33: a queued barrier switches to unaligned only when taken
+    "delta-loses-write",      // issue 34: an incremental snapshot leaves out a changed key
 };
 const char* active = nullptr;
 #endif

@@ -332,8 +332,8 @@ void channel_state_writer::enqueue_bytes(checkpoint_job& job, record_type type, 
   }
 }
 
-io::result<void> channel_state_writer::add_operator_state(checkpoint_id id, std::uint32_t operator_index,
-                                                          std::vector<std::byte> bytes) {
+io::result<void> channel_state_writer::add_record(checkpoint_id id, record_type type, std::uint32_t operator_index,
+                                                  std::vector<std::byte> bytes) {
   assert_owner();
   if (!current_ || current_->id != id) return refusal("add_operator_state", id);
   checkpoint_job& job = *current_;
@@ -342,9 +342,22 @@ io::result<void> channel_state_writer::add_operator_state(checkpoint_id id, std:
                         fmt::format("add_operator_state for checkpoint {} of task {}: checkpoint {} is finished", id,
                                     task_, id));
   }
-  enqueue_bytes(job, record_type::operator_state, 0, operator_index, std::move(bytes));
+  enqueue_bytes(job, type, 0, operator_index, std::move(bytes));
   kick();
   return io::success();
+}
+
+io::result<void> channel_state_writer::add_operator_base(checkpoint_id id, std::uint32_t operator_index,
+                                                         checkpoint_id base) {
+  SLUICE_ASSERT(base != no_checkpoint && base < id, "a delta's base precedes its checkpoint");
+  std::vector<std::byte> payload(8);
+  for (std::size_t i = 0; i < 8; ++i) payload[i] = static_cast<std::byte>(base >> (8 * i));
+  return add_record(id, record_type::operator_base, operator_index, std::move(payload));
+}
+
+io::result<void> channel_state_writer::add_operator_state(checkpoint_id id, std::uint32_t operator_index,
+                                                          std::vector<std::byte> bytes) {
+  return add_record(id, record_type::operator_state, operator_index, std::move(bytes));
 }
 
 io::result<void> channel_state_writer::finish_input(checkpoint_id id) {

@@ -33,6 +33,7 @@ const char* type_name(record_type type) noexcept {
     case record_type::input_channel: return "input channel";
     case record_type::output_channel: return "output channel";
     case record_type::end: return "end";
+    case record_type::operator_base: return "operator base";
   }
   return "unknown";
 }
@@ -148,7 +149,8 @@ void state_file_parser::on_record_header() {
       case record_type::operator_state: payload_target_ = &keep_->operator_state[record_.index]; break;
       case record_type::input_channel: payload_target_ = &keep_->input_channels[key]; break;
       case record_type::output_channel: payload_target_ = &keep_->output_channels[key]; break;
-      case record_type::end: break;
+      case record_type::end:
+      case record_type::operator_base: break;
     }
   }
   stage_ = stage::payload;

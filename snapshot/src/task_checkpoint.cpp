@@ -32,7 +32,7 @@ runtime::task<io::result<void>> task_checkpoint::take(checkpoint_id id, checkpoi
   runtime::log::debug("task {}: snapshot for checkpoint {} ({})", options_.name, id, to_string(mode));
   runtime::executor& home = *runtime::executor::current();
   const auto snapshot_started = home.now();
-  taken_state ops = subject_->operator_states();
+  taken_state ops = subject_->operator_states(id);
   const std::chrono::nanoseconds sync = home.now() - snapshot_started;
   // Not `cond ? co_await a : co_await b`: GCC 12 destroys that expression's result twice (the
   // simulation found the double free when a state write failed: --job wordcount --seeds 34).
@@ -87,7 +87,7 @@ runtime::task<io::result<bool>> task_checkpoint::take_aligned(checkpoint_id id, 
       runtime::log::info("task {}: checkpoint {}: {}", options_.name, id, started.error().message());
       co_return false;
     }
-    for (operator_snapshot& op : ops.now) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
+    add_taken_now(id, ops);
     (void)writer_.finish_input(id);  // the input was aligned: no input channel state
     watchers_.spawn(switch_after_timeout(id, std::move(*barrier), std::move(ops.later)));
     co_return true;
@@ -147,10 +147,19 @@ runtime::task<io::result<bool>> task_checkpoint::take_unaligned(checkpoint_id id
   co_return true;
 }
 
+// The bytes taken at once, and which deferred parts are deltas on what (known at the freeze).
+void task_checkpoint::add_taken_now(checkpoint_id id, taken_state& ops) {
+  for (operator_snapshot& op : ops.now) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
+  for (const deferred_operator_state& part : ops.later) {
+    const checkpoint_id base = part.state->delta_base();
+    if (base != no_checkpoint) (void)writer_.add_operator_base(id, part.operator_index, base);
+  }
+}
+
 void task_checkpoint::add_operator_states(checkpoint_id id, taken_state ops,
                                           std::optional<std::vector<std::byte>> backlog) {
   if (backlog) ops.now.push_back({section_index(state_section::output_backlog), std::move(*backlog)});
-  for (operator_snapshot& op : ops.now) (void)writer_.add_operator_state(id, op.operator_index, std::move(op.bytes));
+  add_taken_now(id, ops);
   if (ops.later.empty()) {
     (void)writer_.finish_output(id);
   } else {

@@ -29,7 +29,7 @@ struct lines final : collector<counted> {
 // What a checkpoint stores: the operator's bytes, then its table's slices.
 std::vector<std::byte> full_snapshot(counter& c) {
   std::vector<std::byte> out = c.snapshot_state();
-  if (auto rest = c.snapshot_rest()) {
+  if (auto rest = c.snapshot_rest(sluice::snapshot::no_checkpoint)) {
     while (!rest->next_slice(out, 16)) {
     }
   }

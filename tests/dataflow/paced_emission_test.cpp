@@ -129,7 +129,7 @@ TEST_CASE("a tumbling window over 100,000 keys fires in paced slices and a large
   for (std::size_t i = 0; i < keys; ++i) w.collect(event(i % 100, id(i)));
   // A snapshot of the full table, restored into a fresh operator on a fiber.
   std::vector<std::byte> bytes = w.snapshot_state();
-  if (auto rest = w.snapshot_rest()) {
+  if (auto rest = w.snapshot_rest(sluice::snapshot::no_checkpoint)) {
     while (!rest->next_slice(bytes, 1 << 16)) {
     }
   }

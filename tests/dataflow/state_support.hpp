@@ -11,7 +11,7 @@ namespace sluice::test {
 
 inline std::vector<std::byte> full_snapshot(dataflow::stateful& op, std::size_t slice_bytes = 64) {
   std::vector<std::byte> out = op.snapshot_state();
-  if (auto rest = op.snapshot_rest()) {
+  if (auto rest = op.snapshot_rest(sluice::snapshot::no_checkpoint)) {
     while (!rest->next_slice(out, slice_bytes)) {
     }
   }

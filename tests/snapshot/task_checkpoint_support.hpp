@@ -107,7 +107,7 @@ class fake_subject final : public snapshot::checkpoint_subject {
   int unconsumed_calls = 0;
   std::vector<snapshot::checkpoint_id> sink_state_ids;
 
-  snapshot::taken_state operator_states() override {
+  snapshot::taken_state operator_states(snapshot::checkpoint_id) override {
     snapshot::taken_state taken{operators, {}};
     for (const auto& [index, slices] : deferred) {
       taken.later.push_back({index, std::make_unique<sliced_state>(slices, &slices_given, deferred_throw_at, &deferred_abandon_at)});

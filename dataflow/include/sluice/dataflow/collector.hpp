@@ -39,10 +39,18 @@ class stateful {
  public:
   virtual ~stateful() = default;
   virtual std::vector<std::byte> snapshot_state() const = 0;
-  virtual std::unique_ptr<snapshot::deferred_state> snapshot_rest() { return nullptr; }
-  // Called before any record, with the bytes of the checkpoint resumed from (both parts).
-  // Throws std::runtime_error when the bytes do not decode.
+  // The part written after the barrier, in slices (deferred_state.hpp), for `checkpoint`.
+  virtual std::unique_ptr<snapshot::deferred_state> snapshot_rest(snapshot::checkpoint_id /*checkpoint*/) {
+    return nullptr;
+  }
+  // Called before any record, with the bytes of the checkpoint resumed from (both parts). When that
+  // state is a chain (a keyed table's incremental snapshots: its rest is a delta on an earlier
+  // checkpoint's), called once per link, oldest first: the first whole, each next applied on it.
+  // Throws std::runtime_error when the bytes do not decode or do not follow.
   virtual void restore_state(std::span<const std::byte> bytes) = 0;
+  // The checkpoint completed (durable, its manifest written): a keyed table that froze for it may
+  // write its next snapshot as a delta on it.
+  virtual void checkpoint_completed(snapshot::checkpoint_id /*checkpoint*/) {}
 };
 
 // An operator that holds results back (a combiner's partial aggregates, combiner.hpp). The task

@@ -63,9 +63,11 @@ class tumbling_window_join final : public stateful, public chain_part {
     const std::uint64_t fired = fired_through_ ? *fired_through_ + 1 : 0;  // 0: none
     return detail::encode_head(2, std::make_tuple(fired, late_records_));
   }
-  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return table_.freeze(); }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest(snapshot::checkpoint_id id) override {
+    return table_.freeze(id);
+  }
+  void checkpoint_completed(snapshot::checkpoint_id id) override { table_.confirm(id); }
   void restore_state(std::span<const std::byte> bytes) override {
-    table_.clear();
     index_.clear();
     if (detail::is_version(bytes, 2)) {
       auto [fired, late] =
@@ -75,6 +77,7 @@ class tumbling_window_join final : public stateful, public chain_part {
       detail::index_by_space(table_, index_);
       return;
     }
+    table_.clear();
     auto [fired, late, windows] =
         detail::decode_state<std::tuple<std::uint64_t, std::uint64_t, windows_t>>(bytes, "window join");
     set_fired(fired);

@@ -165,11 +165,12 @@ class keyed_process_core {
   // Version 2: the watermark, then the table (from freeze()). Version 1, (watermark, states in key
   // order, timers in (time, key) order), still restores.
   std::vector<std::byte> snapshot_state() const { return encode_head(2, watermark_); }
-  std::unique_ptr<snapshot::deferred_state> freeze() { return table_.freeze(); }
+  std::unique_ptr<snapshot::deferred_state> freeze(snapshot::checkpoint_id id) { return table_.freeze(id); }
+  void confirm(snapshot::checkpoint_id id) { table_.confirm(id); }
   void restore_state(std::span<const std::byte> bytes, const char* what) {
-    table_.clear();
     timers_.clear();
     if (!bytes.empty() && bytes[0] == std::byte{1}) {
+      table_.clear();
       auto [watermark, states, timers] =
           decode_state<std::tuple<std::uint64_t, std::vector<std::pair<K, S>>, std::vector<timer>>>(bytes, what);
       watermark_ = watermark;
@@ -247,7 +248,10 @@ class keyed_process final : public collector<T>, public stateful, public chain_p
   void watermark(std::uint64_t t) override { core_.watermark(t); }
   void end_of_data() override { core_.end_of_data(); }
   std::vector<std::byte> snapshot_state() const override { return core_.snapshot_state(); }
-  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return core_.freeze(); }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest(snapshot::checkpoint_id id) override {
+    return core_.freeze(id);
+  }
+  void checkpoint_completed(snapshot::checkpoint_id id) override { core_.confirm(id); }
   void restore_state(std::span<const std::byte> bytes) override { core_.restore_state(bytes, "keyed process"); }
 
   // Keys that have a state; timers set and not fired or cancelled.
@@ -287,7 +291,10 @@ class keyed_co_process final : public stateful, public chain_part {
   void watermark(std::uint64_t t) { core_.watermark(t); }
   void end_of_data() { core_.end_of_data(); }
   std::vector<std::byte> snapshot_state() const override { return core_.snapshot_state(); }
-  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return core_.freeze(); }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest(snapshot::checkpoint_id id) override {
+    return core_.freeze(id);
+  }
+  void checkpoint_completed(snapshot::checkpoint_id id) override { core_.confirm(id); }
   void restore_state(std::span<const std::byte> bytes) override { core_.restore_state(bytes, "keyed co-process"); }
 
   std::size_t keys() const { return core_.keys(); }

@@ -113,7 +113,8 @@ std::vector<std::byte> encode_head(std::uint8_t version, const Head& head) {
 inline bool is_version(std::span<const std::byte> bytes, std::uint8_t version) noexcept {
   return !bytes.empty() && bytes[0] == std::byte{version};
 }
-// Reads such a state into `table` (cleared first) and returns its head; errors name `what`.
+// Reads such a state into `table` and returns its head; errors name `what`. The table's stream
+// replaces its state, or applies on it when a delta (state_table.hpp).
 template <class Head, class Table>
 Head restore_with_table(std::span<const std::byte> bytes, const std::string& what, Table& table) {
   buffers::byte_reader r(bytes.subspan(1));
@@ -209,10 +210,13 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
   // Version 3: (emitted), then the table (state_table.hpp) from snapshot_rest(). Version 1, the
   // entries in key order, still restores.
   std::vector<std::byte> snapshot_state() const override { return detail::encode_head(3, emitted_); }
-  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return state_.freeze(); }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest(snapshot::checkpoint_id id) override {
+    return state_.freeze(id);
+  }
+  void checkpoint_completed(snapshot::checkpoint_id id) override { state_.confirm(id); }
   void restore_state(std::span<const std::byte> bytes) override {
-    state_.clear();
     if (!bytes.empty() && bytes[0] == std::byte{1}) {
+      state_.clear();
       auto [emitted, entries] =
           detail::decode_state<std::pair<bool, std::vector<std::pair<K, Acc>>>>(bytes, "keyed aggregate");
       emitted_ = emitted;

@@ -2,39 +2,52 @@
 // state_table<K, V>: the keyed state of one operator of one task, by key group (key_group.hpp),
 // snapshotted without stalling the executor (docs/state.md).
 //
-// Layout. Each key group the task holds entries of has a partition: a slab of cells that never move
-// (chunks of 8, 16, 32, ... cells, so a cell's index stays valid while its entry lives) and an
-// open-addressing index (linear probing, at most 3/4 full, backward-shift deletion) of 8-byte
-// buckets holding a cell's index and 32 bits of the key's hash, so a probe reads the slab only on a
-// likely match and a growing index rehashes without touching a key. A key's 64-bit hash
-// (key_group_hash) gives both its group (the hash mod the stage's key groups) and its bucket (the
+// Layout. Each key group the task holds entries of has a partition (state_partition.hpp): cells
+// that never move, an open-addressing index, and the keys erased since the delta base. A key's 64-bit
+// hash (key_group_hash) gives both its group (the hash mod the stage's key groups) and its bucket (the
 // high 32 bits). Partitions are per group so that a group's state can be written, read and (with
 // rescaling) moved on its own, and an index grows by a group's share of the state at a time.
 //
-// Snapshots. freeze() is the synchronous part of a checkpoint: it starts epoch F (O(groups), not
-// O(state)) and returns a deferred_state (snapshot/deferred_state.hpp) that encodes the table as it
-// was at the freeze, in slices, while the task goes on. Every cell carries a stamp: the epoch it was
-// created in or last captured for. A cell with a stamp below F is still owed to snapshot F. The
+// Snapshots. freeze(checkpoint) is the synchronous part of a checkpoint: it starts epoch F (O(groups),
+// not O(state)) and returns a deferred_state (snapshot/deferred_state.hpp) that encodes the table as
+// it was at the freeze, in slices, while the task goes on. Every cell carries a stamp: the epoch it
+// was created in or last captured for. A cell with a stamp below F is still owed to snapshot F. The
 // slices walk each group's cells and encode those owed; every write to a cell (upsert, modify,
 // erase) first encodes it if it is owed ("capture before write"), so what snapshot F holds is each
 // key's value at the freeze, whatever the task did since. Cells made after the freeze carry F and
 // are not in it. A freeze while a snapshot is still being written abandons that one (its
 // checkpoint was subsumed); its deferred_state then ends at once with nothing more.
 //
+// Incremental snapshots. A snapshot is a delta when the table has a base: the newest checkpoint
+// that froze it and is known complete (confirm(), from the task when the checkpoint completes, or
+// the checkpoint a restore read). A delta on base B (frozen at epoch E_B) owes only the cells
+// written at E_B or later (each cell keeps the epoch of its last write) and lists the keys erased
+// since (tombstones, kept per partition until no delta that may still be written needs them); a
+// restore of it applies it on the base's state, so recovery reads the chain oldest first. A chain
+// is at most max_chain_deltas long, then the next snapshot is whole again; so is the one after a
+// table erased more than twice its size since its base (tombstones would outgrow the state).
+//
 // The encoded stream (what the slices append, in key group order):
-//   section*  terminator
-//   section    := group u32, kind u8 (0: every entry of the group), entries u32, bytes u64, entry*
-//   entry      := codec<K> key, codec<V> value          (entry order within a section: any)
+//   header  section*  terminator
+//   header     := u32 0xfffffffd, u64 checkpoint                       (the whole state)
+//               | u32 0xfffffffe, u64 checkpoint, u64 base checkpoint  (what changed since the base)
+//   section    := group u32, kind u8, entries u32, bytes u64, then
+//                   kind 0: entry*  (codec<K> key, codec<V> value; any order)
+//                   kind 1: codec<K> key*  (keys erased since the base; before the group's entries)
 //   terminator := u32 0xffffffff
-// All integers little-endian. restore() reads it back.
+// All integers little-endian. A stream without a header (written before incremental snapshots) is
+// a whole state. restore() reads either.
 //
 // Every call runs on the task's executor (the table is the operator's, and the operator is the
 // task's). Nothing here locks.
 
 #include <sluice/buffers/codec.hpp>
 #include <sluice/dataflow/key_group.hpp>
+#include <sluice/dataflow/state_partition.hpp>
 #include <sluice/runtime/assert.hpp>
 #include <sluice/runtime/fiber.hpp>
+#include <sluice/runtime/plant.hpp>
+#include <sluice/snapshot/checkpoint.hpp>
 #include <sluice/snapshot/deferred_state.hpp>
 
 #include <bit>
@@ -81,7 +94,12 @@ struct state_key_traits<namespaced<K>> {
 
 namespace detail {
 inline constexpr std::uint32_t state_stream_end = 0xffffffffu;
+inline constexpr std::uint32_t state_stream_whole = 0xfffffffdu;
+inline constexpr std::uint32_t state_stream_delta = 0xfffffffeu;
 inline constexpr std::uint8_t section_full = 0;
+inline constexpr std::uint8_t section_erased = 1;
+// The longest chain of deltas a table writes before a whole snapshot again (recovery reads them all).
+inline constexpr std::uint32_t max_chain_deltas = 8;
 inline void write_u64(buffers::byte_writer& w, std::uint64_t v) { buffers::codec<std::uint64_t>::encode(w, v); }
 inline std::uint64_t read_u64(buffers::byte_reader& r) { return buffers::codec<std::uint64_t>::decode(r); }
 }  // namespace detail
@@ -117,7 +135,7 @@ class state_table {
     const partition* p = partitions_[g].get();
     if (p == nullptr) return std::nullopt;
     const std::size_t at = p->find(key, hash32(traits::own_hash(key, h)));
-    if (at == npos) return std::nullopt;
+    if (at == detail::no_bucket) return std::nullopt;
     return ref{g, p->index[at].cell()};
   }
   const V* find(const K& key) const {
@@ -159,7 +177,7 @@ class state_table {
   }
 
   // --- writing: each captures the entry for an ongoing snapshot before it changes ---------------
-  // The key's entry, made with V{} if it had none; inserted says which.
+  // The key's entry, made with V{} if it had none; inserted says which. (Counted as a write.)
   std::pair<ref, bool> emplace(const K& key) {
     const std::uint64_t h = traits::group_hash(key);
     const key_group g = key_group_of_hash(h, groups_);
@@ -167,9 +185,9 @@ class state_table {
     if (slot == nullptr) slot = std::make_unique<partition>();
     partition& p = *slot;
     const std::uint32_t h32 = hash32(traits::own_hash(key, h));
-    if (const std::size_t at = p.find(key, h32); at != npos) {
+    if (const std::size_t at = p.find(key, h32); at != detail::no_bucket) {
       const ref r{g, p.index[at].cell()};
-      capture(r, p.at(r.cell));
+      written(r, p.at(r.cell));
       return {r, false};
     }
     const std::uint32_t c = p.insert(key, h32, epoch_);
@@ -180,7 +198,7 @@ class state_table {
   // The entry at r, to change.
   V& modify(ref r) {
     cell& x = cell_of(r);
-    capture(r, x);
+    written(r, x);
     return x.entry.second;
   }
   // The key's value to change, or nullptr if it has none.
@@ -198,57 +216,76 @@ class state_table {
     partition& p = *partitions_[r.group];
     cell& x = p.at(r.cell);
     capture(r, x);
+    if (incremental_) p.erased.push_back({epoch_, x.entry.first});  // a later delta says so
     p.remove(r.cell, x.hash);
     --size_;
   }
-  // Forgets everything (a restore starts from here). Abandons an ongoing snapshot.
+  // Forgets everything (a restore starts from here), the delta base too. Abandons an ongoing
+  // snapshot.
   void clear() {
     abandon();
     for (auto& p : partitions_) p.reset();
     size_ = 0;
+    base_.reset();
+    pending_.clear();
+    restored_ = {};
   }
 
   // --- snapshots ------------------------------------------------------------------------------
-  // The synchronous part of a snapshot: see the top of the file.
-  std::unique_ptr<snapshot::deferred_state> freeze() {
+  // Whether snapshots may be deltas (on by default; off: every snapshot is whole).
+  void set_incremental(bool on) noexcept { incremental_ = on; }
+  // The synchronous part of a snapshot for `checkpoint`: see the top of the file.
+  std::unique_ptr<snapshot::deferred_state> freeze(snapshot::checkpoint_id checkpoint = snapshot::no_checkpoint) {
     abandon();
     ++epoch_;
     frozen_ = std::make_shared<frozen>();
-    frozen_->table = this;
-    frozen_->epoch = epoch_;
-    frozen_->high_water.resize(groups_);
+    frozen& f = *frozen_;
+    f.table = this;
+    f.epoch = epoch_;
+    f.checkpoint = checkpoint;
+    f.high_water.resize(groups_);
+    std::size_t erased = 0;
     for (key_group g = 0; g < groups_; ++g) {
-      if (partitions_[g] != nullptr) frozen_->high_water[g] = partitions_[g]->used;
+      if (partitions_[g] == nullptr) continue;
+      f.high_water[g] = partitions_[g]->used;
+      erased += partitions_[g]->erased.size();
+    }
+    if (erased > 2 * size_ + 4096) {
+      base_.reset();  // a whole snapshot is smaller than the deltas would be
+      pending_.clear();
+    }
+    if (incremental_ && checkpoint != snapshot::no_checkpoint && base_ && base_->depth < detail::max_chain_deltas) {
+      f.base = *base_;
+    }
+    // Tombstones older than every base a later delta may have are of no more use.
+    std::uint32_t oldest = epoch_;
+    if (base_) oldest = std::min(oldest, base_->epoch);
+    for (const link& l : pending_) oldest = std::min(oldest, l.epoch);
+    for (auto& p : partitions_) {
+      if (p != nullptr) p->forget_erased_before(oldest);
+    }
+    if (checkpoint != snapshot::no_checkpoint) {
+      if (pending_.size() == max_pending) pending_.erase(pending_.begin());
+      pending_.push_back(link{checkpoint, epoch_, f.base ? f.base->depth + 1 : 0});
     }
     return std::make_unique<snapshot_writer>(frozen_);
   }
-  // Reads a stream a snapshot wrote into the (empty) table; throws std::runtime_error naming the
-  // fault when it does not decode.
+  // The checkpoint is complete: if this table froze for it, it is the base of the next delta.
+  void confirm(snapshot::checkpoint_id checkpoint) {
+    for (const link& l : pending_) {
+      if (l.checkpoint == checkpoint && (!base_ || base_->checkpoint < checkpoint)) base_ = l;
+    }
+    std::erase_if(pending_, [&](const link& l) { return l.checkpoint <= checkpoint; });
+  }
+  // The checkpoint the next delta would be on (none without a base).
+  snapshot::checkpoint_id delta_base() const noexcept { return base_ ? base_->checkpoint : snapshot::no_checkpoint; }
+
+  // Reads a stream a snapshot wrote: a whole state replaces the table's, a delta applies on the
+  // state of its base (which must be what the table holds: the previous link of the chain). Throws
+  // std::runtime_error naming the fault when it does not decode or does not follow.
   void restore(buffers::byte_reader& r) {
     try {
-      for (;;) {
-        const std::uint32_t g = buffers::detail::read_u32(r, "key group");
-        if (g == detail::state_stream_end) return;
-        if (g >= groups_) {
-          throw std::runtime_error("state for key group " + std::to_string(g) + " of a stage with " +
-                                   std::to_string(groups_) + " key groups");
-        }
-        const auto kind = buffers::codec<std::uint8_t>::decode(r);
-        if (kind != detail::section_full) throw std::runtime_error("unknown section kind " + std::to_string(kind));
-        const std::uint32_t entries = buffers::detail::read_u32(r, "entries");
-        const std::uint64_t bytes = detail::read_u64(r);
-        if (bytes > r.remaining()) throw std::runtime_error("a section longer than the state");
-        const std::size_t before = r.remaining();
-        for (std::uint32_t i = 0; i < entries; ++i) {
-          K key = buffers::codec<K>::decode(r);
-          V value = buffers::codec<V>::decode(r);
-          auto [at, inserted] = emplace(key);
-          if (!inserted) throw std::runtime_error("a key twice in one key group");
-          cell_of(at).entry.second = std::move(value);
-          runtime::pace_point();  // a large table restores in slices when on a fiber (docs/state.md)
-        }
-        if (before - r.remaining() != bytes) throw std::runtime_error("a section's length does not match its entries");
-      }
+      restore_stream(r);
     } catch (const std::exception& e) {
       throw std::runtime_error("restore " + what_ + ": " + e.what());
     }
@@ -258,109 +295,17 @@ class state_table {
 
  private:
   using traits = state_key_traits<K>;
-  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
-  static constexpr std::uint32_t dead = 0xffffffffu;
   static std::uint32_t hash32(std::uint64_t h) noexcept { return static_cast<std::uint32_t>(h >> 32); }
+  static constexpr std::size_t max_pending = 16;
 
-  struct cell {
-    cell() noexcept {}
-    ~cell() {
-      if (live()) entry.~pair();
-    }
-    bool live() const noexcept { return stamp != dead; }
-    std::uint32_t stamp = dead;  // the epoch the entry was made in or last captured for; dead: free
-    std::uint32_t hash = 0;
-    union {
-      std::pair<K, V> entry;
-    };
-  };
-  struct bucket {
-    std::uint32_t cell_plus_one = 0;  // 0: empty
-    std::uint32_t hash = 0;
-    std::uint32_t cell() const noexcept { return cell_plus_one - 1; }
-  };
+  using partition = detail::state_partition<K, V>;
+  using cell = typename partition::cell;
 
-  struct partition {
-    std::vector<std::unique_ptr<cell[]>> chunks;  // chunk k holds 8 << k cells
-    std::uint32_t used = 0;                       // cells handed out so far (live or free)
-    std::uint32_t live = 0;
-    std::vector<std::uint32_t> free;
-    std::vector<bucket> index;  // a power of two long, or empty
-
-    cell& at(std::uint32_t c) const noexcept {
-      const std::uint32_t shifted = c + 8;
-      const int k = std::bit_width(shifted) - 4;
-      return chunks[static_cast<std::size_t>(k)][shifted - (8u << k)];
-    }
-    std::size_t find(const K& key, std::uint32_t h) const {
-      if (index.empty()) return npos;
-      const std::size_t mask = index.size() - 1;
-      for (std::size_t i = h & mask;; i = (i + 1) & mask) {
-        const bucket& b = index[i];
-        if (b.cell_plus_one == 0) return npos;
-        if (b.hash == h && at(b.cell()).entry.first == key) return i;
-      }
-    }
-    std::uint32_t new_cell() {
-      if (!free.empty()) {
-        const std::uint32_t c = free.back();
-        free.pop_back();
-        return c;
-      }
-      SLUICE_ASSERT(used < dead - 16, "a key group with 2^32 entries");
-      const std::uint32_t c = used++;
-      const std::uint32_t shifted = c + 8;
-      const std::size_t k = static_cast<std::size_t>(std::bit_width(shifted) - 4);
-      if (k == chunks.size()) chunks.push_back(std::make_unique<cell[]>(std::size_t{8} << k));
-      return c;
-    }
-    std::uint32_t insert(const K& key, std::uint32_t h, std::uint32_t stamp) {
-      if ((std::size_t{live} + 1) * 4 > index.size() * 3) grow();
-      const std::uint32_t c = new_cell();
-      cell& x = at(c);
-      new (&x.entry) std::pair<K, V>(std::piecewise_construct, std::forward_as_tuple(key), std::forward_as_tuple());
-      x.stamp = stamp;
-      x.hash = h;
-      place(bucket{c + 1, h});
-      ++live;
-      return c;
-    }
-    void place(bucket b) {
-      const std::size_t mask = index.size() - 1;
-      std::size_t i = b.hash & mask;
-      while (index[i].cell_plus_one != 0) i = (i + 1) & mask;
-      index[i] = b;
-    }
-    void grow() {
-      std::vector<bucket> old = std::move(index);
-      index.assign(old.empty() ? 8 : old.size() * 2, bucket{});
-      for (const bucket& b : old) {
-        if (b.cell_plus_one != 0) place(b);
-      }
-    }
-    // Frees cell c (its bucket found by hash) and closes the gap in the index.
-    void remove(std::uint32_t c, std::uint32_t h) {
-      const std::size_t mask = index.size() - 1;
-      std::size_t i = h & mask;
-      while (index[i].cell_plus_one != c + 1) i = (i + 1) & mask;
-      for (std::size_t j = i;;) {
-        index[i] = bucket{};
-        std::size_t home = 0;
-        do {
-          j = (j + 1) & mask;
-          if (index[j].cell_plus_one == 0) goto done;
-          home = index[j].hash & mask;
-        } while (i <= j ? (i < home && home <= j) : (i < home || home <= j));
-        index[i] = index[j];
-        i = j;
-      }
-    done:
-      cell& x = at(c);
-      x.entry.~pair();
-      x.stamp = dead;
-      free.push_back(c);
-      --live;
-    }
+  // A snapshot the table froze: for its checkpoint, at its epoch, so many deltas from a whole one.
+  struct link {
+    snapshot::checkpoint_id checkpoint = snapshot::no_checkpoint;
+    std::uint32_t epoch = 0;
+    std::uint32_t depth = 0;
   };
 
   // The ongoing snapshot's state, shared with its deferred_state.
@@ -371,12 +316,21 @@ class state_table {
   struct frozen {
     state_table* table = nullptr;  // null once the table is gone
     std::uint32_t epoch = 0;
+    snapshot::checkpoint_id checkpoint = snapshot::no_checkpoint;
+    std::optional<link> base;                         // a delta on it; none: the whole state
     std::vector<std::uint32_t> high_water;            // per group: cells at the freeze
     std::unordered_map<key_group, section> captured;  // groups ahead of the walk, captured before writes
+    bool header_out = false;
     key_group group = 0;                              // the walk: the group being encoded
     bool started = false;                             //           whether its walk began
     std::uint32_t next_cell = 0;                      //           its next cell
     section current;                                  //           and what it has of it
+    // Whether cell x is owed to this snapshot: not yet encoded, and (for a delta) written since the
+    // base and before the freeze (a write after the freeze to a cell the delta does not owe makes
+    // it no more owed: its value at the freeze is the base's).
+    bool owes(const cell& x) const noexcept {
+      return x.live() && x.stamp < epoch && (!base || (x.changed >= base->epoch && x.changed < epoch));
+    }
   };
 
   class snapshot_writer final : public snapshot::deferred_state {
@@ -387,6 +341,7 @@ class state_table {
     }
     bool next_slice(std::vector<std::byte>& out, std::size_t budget) override {
       if (!live()) return true;  // abandoned: a later freeze subsumed it
+      if (!f_->header_out) write_header(out);
       const std::size_t start = out.size();
       std::size_t visits = 0;
       state_table& t = *f_->table;
@@ -394,6 +349,7 @@ class state_table {
         if (out.size() - start >= budget || visits >= budget / 4) return false;
         const key_group g = f_->group;
         if (!f_->started) {
+          write_erased(g, out);
           take_captured(g);
           f_->started = true;
         }
@@ -402,7 +358,7 @@ class state_table {
         while (p != nullptr && f_->next_cell < end && f_->current.bytes.size() < budget && visits < budget / 4) {
           cell& x = p->at(f_->next_cell++);
           ++visits;
-          if (x.live() && x.stamp < f_->epoch) t.encode_into(f_->current, x);
+          if (f_->owes(x)) t.encode_into(f_->current, x);
         }
         if (p != nullptr && f_->next_cell < end) {
           if (f_->current.bytes.size() >= budget) flush(out);
@@ -420,8 +376,37 @@ class state_table {
       return true;
     }
     bool abandoned() const noexcept override { return !ended_ && !live(); }
+    snapshot::checkpoint_id delta_base() const noexcept override {
+      return f_->base ? f_->base->checkpoint : snapshot::no_checkpoint;
+    }
 
    private:
+    void write_header(std::vector<std::byte>& out) {
+      buffers::byte_writer w(out);
+      buffers::detail::write_u32(w, f_->base ? detail::state_stream_delta : detail::state_stream_whole);
+      detail::write_u64(w, f_->checkpoint);
+      if (f_->base) detail::write_u64(w, f_->base->checkpoint);
+      f_->header_out = true;
+    }
+    // A delta's first section of a group: the keys erased since its base, before the frozen epoch.
+    void write_erased(key_group g, std::vector<std::byte>& out) {
+      const partition* p = f_->table->partitions_[g].get();
+      if (!f_->base || p == nullptr) return;
+      section s;
+      buffers::byte_writer keys(s.bytes);
+      for (const auto& e : p->erased) {
+        if (e.epoch < f_->base->epoch || e.epoch >= f_->epoch) continue;
+        buffers::codec<K>::encode(keys, e.key);
+        ++s.entries;
+      }
+      if (s.entries == 0) return;
+      buffers::byte_writer w(out);
+      buffers::detail::write_u32(w, g);
+      buffers::codec<std::uint8_t>::encode(w, detail::section_erased);
+      buffers::detail::write_u32(w, s.entries);
+      detail::write_u64(w, s.bytes.size());
+      w.write(s.bytes);
+    }
     bool live() const noexcept { return f_->table != nullptr && f_->table->frozen_ == f_; }
     void take_captured(key_group g) {
       auto it = f_->captured.find(g);
@@ -448,10 +433,81 @@ class state_table {
     bool ended_ = false;  // the terminator is out
   };
 
+  void restore_stream(buffers::byte_reader& r) {
+    std::uint32_t group = buffers::detail::read_u32(r, "key group");
+    bool delta = false;
+    snapshot::checkpoint_id checkpoint = snapshot::no_checkpoint;
+    if (group == detail::state_stream_whole || group == detail::state_stream_delta) {
+      delta = group == detail::state_stream_delta;
+      checkpoint = detail::read_u64(r);
+      if (delta) {
+        const snapshot::checkpoint_id base = detail::read_u64(r);
+        if (!restored_.any || restored_.checkpoint != base || base == snapshot::no_checkpoint || checkpoint <= base) {
+          throw std::runtime_error("the state of checkpoint " + std::to_string(checkpoint) + " is a delta on checkpoint " +
+                                   std::to_string(base) + ", but " + restored_what() +
+                                   " (a lost or misordered delta)");
+        }
+      }
+      group = buffers::detail::read_u32(r, "key group");
+    }
+    const std::uint32_t depth = delta ? restored_.depth + 1 : 0;
+    if (!delta) clear();
+    for (; group != detail::state_stream_end; group = buffers::detail::read_u32(r, "key group")) {
+      restore_section(group, r, delta);
+    }
+    // What was restored is the state of `checkpoint`, complete: the next delta's base.
+    for (auto& p : partitions_) {
+      if (p != nullptr) p->erased.clear();
+    }
+    ++epoch_;
+    pending_.clear();
+    base_.reset();
+    if (checkpoint != snapshot::no_checkpoint) base_ = link{checkpoint, epoch_, depth};
+    restored_ = {checkpoint, depth, true};
+  }
+  std::string restored_what() const {
+    if (!restored_.any) return "no state was restored before it";
+    if (restored_.checkpoint == snapshot::no_checkpoint) return "the state before it names no checkpoint";
+    return "the state before it is checkpoint " + std::to_string(restored_.checkpoint) + "'s";
+  }
+  void restore_section(std::uint32_t g, buffers::byte_reader& r, bool delta) {
+    if (g >= groups_) {
+      throw std::runtime_error("state for key group " + std::to_string(g) + " of a stage with " + std::to_string(groups_) +
+                               " key groups");
+    }
+    const auto kind = buffers::codec<std::uint8_t>::decode(r);
+    if (kind != detail::section_full && !(delta && kind == detail::section_erased)) {
+      throw std::runtime_error("unknown section kind " + std::to_string(kind));
+    }
+    const std::uint32_t entries = buffers::detail::read_u32(r, "entries");
+    const std::uint64_t bytes = detail::read_u64(r);
+    if (bytes > r.remaining()) throw std::runtime_error("a section longer than the state");
+    const std::size_t before = r.remaining();
+    for (std::uint32_t i = 0; i < entries; ++i) {
+      K key = buffers::codec<K>::decode(r);
+      if (kind == detail::section_erased) {
+        erase(key);
+      } else {
+        V value = buffers::codec<V>::decode(r);
+        auto [at, inserted] = emplace(key);
+        if (!inserted && !delta) throw std::runtime_error("a key twice in one key group");
+        cell_of(at).entry.second = std::move(value);
+      }
+      runtime::pace_point();  // a large table restores in slices when on a fiber (docs/state.md)
+    }
+    if (before - r.remaining() != bytes) throw std::runtime_error("a section's length does not match its entries");
+  }
+
   cell& cell_of(ref r) const { return partitions_[r.group]->at(r.cell); }
+  // A write to x: captured first, then marked changed (for the next delta).
+  void written(ref r, cell& x) {
+    capture(r, x);
+    // Planted: a changed value is not marked, so the next delta leaves it out (a lost delta).
+    if (!SLUICE_PLANTED("delta-loses-write")) x.changed = epoch_;
+  }
   // Capture before write: the entry's value at the freeze goes into the ongoing snapshot first.
   void capture(ref r, cell& x) {
-    if (frozen_ == nullptr || x.stamp >= frozen_->epoch) return;
+    if (frozen_ == nullptr || !frozen_->owes(x)) return;
     frozen& f = *frozen_;
     const bool walking = r.group == f.group && f.started;
     encode_into(walking ? f.current : f.captured[r.group], x);
@@ -473,8 +529,16 @@ class state_table {
   std::size_t groups_;
   std::vector<std::unique_ptr<partition>> partitions_;  // by key group; null: no entry yet
   std::size_t size_ = 0;
-  std::uint32_t epoch_ = 0;
+  std::uint32_t epoch_ = 1;         // writes now carry it; a freeze starts the next
   std::shared_ptr<frozen> frozen_;  // the ongoing snapshot
+  bool incremental_ = true;
+  std::optional<link> base_;        // the newest complete snapshot: the next delta's base
+  std::vector<link> pending_;       // snapshots frozen, not yet known complete (oldest first)
+  struct {
+    snapshot::checkpoint_id checkpoint = snapshot::no_checkpoint;  // the last link a restore read
+    std::uint32_t depth = 0;
+    bool any = false;
+  } restored_;
 };
 
 }  // namespace sluice::dataflow

@@ -158,10 +158,12 @@ class window_aggregate : public collector<In>, public stateful, public chain_par
   std::vector<std::byte> snapshot_state() const override {
     return detail::encode_head(3, std::make_tuple(detail::watermark_state(watermark_), late_records_));
   }
-  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return table_.freeze(); }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest(snapshot::checkpoint_id id) override {
+    return table_.freeze(id);
+  }
+  void checkpoint_completed(snapshot::checkpoint_id id) override { table_.confirm(id); }
   void restore_state(std::span<const std::byte> bytes) override {
     const std::string what = kind_ + " window";
-    table_.clear();
     index_.clear();
     if (detail::is_version(bytes, 3)) {
       auto [watermark, late] = detail::restore_with_table<detail::watermark_head>(bytes, what, table_);
@@ -170,6 +172,7 @@ class window_aggregate : public collector<In>, public stateful, public chain_par
       detail::index_by_space(table_, index_);
       return;
     }
+    table_.clear();
     windows_t windows;
     if (!bytes.empty() && bytes[0] == std::byte{1}) {
       // Windows starting before fired_through had fired: as a watermark just below it would have it.
@@ -320,9 +323,11 @@ class top_n_op final : public collector<T>, public stateful, public chain_part {
   std::vector<std::byte> snapshot_state() const override {
     return detail::encode_head(2, std::make_tuple(detail::watermark_state(watermark_), late_records_));
   }
-  std::unique_ptr<snapshot::deferred_state> snapshot_rest() override { return table_.freeze(); }
+  std::unique_ptr<snapshot::deferred_state> snapshot_rest(snapshot::checkpoint_id id) override {
+    return table_.freeze(id);
+  }
+  void checkpoint_completed(snapshot::checkpoint_id id) override { table_.confirm(id); }
   void restore_state(std::span<const std::byte> bytes) override {
-    table_.clear();
     index_.clear();
     if (detail::is_version(bytes, 2)) {
       auto [watermark, late] = detail::restore_with_table<detail::watermark_head>(bytes, "top_n", table_);
@@ -331,6 +336,7 @@ class top_n_op final : public collector<T>, public stateful, public chain_part {
       detail::index_by_space(table_, index_);
       return;
     }
+    table_.clear();
     auto [watermark, late, groups] =
         detail::decode_state<std::tuple<std::pair<bool, std::uint64_t>, std::uint64_t, groups_t>>(bytes, "top_n");
     watermark_ = detail::watermark_of(watermark);

@@ -138,6 +138,9 @@ class channel_state_writer {
                                    std::vector<std::byte> bytes);
   // Operator state, before the last finish of an unaligned checkpoint.
   io::result<void> add_operator_state(checkpoint_id id, std::uint32_t operator_index, std::vector<std::byte> bytes);
+  // The operator's state in this file is a delta on its state in checkpoint `base` (an
+  // operator_base record, state_file.hpp).
+  io::result<void> add_operator_base(checkpoint_id id, std::uint32_t operator_index, checkpoint_id base);
 
   // No more input (output) channel state for `id`. Repeating one is harmless.
   io::result<void> finish_input(checkpoint_id id);
@@ -194,6 +197,8 @@ class channel_state_writer {
                                      std::uint32_t index, std::vector<buffers::buffer_view> data);
   io::result<checkpoint_job*> channel_state_job(const char* what, record_type type, checkpoint_id id,
                                                 std::uint16_t group, std::uint32_t index);
+  io::result<void> add_record(checkpoint_id id, record_type type, std::uint32_t operator_index,
+                              std::vector<std::byte> bytes);
   void enqueue_bytes(checkpoint_job& job, record_type type, std::uint16_t group, std::uint32_t index,
                      std::vector<std::byte> bytes);
   void enqueue(checkpoint_job& job, record_type type, std::uint16_t group, std::uint32_t index,

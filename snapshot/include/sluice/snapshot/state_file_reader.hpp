@@ -56,6 +56,8 @@ struct state_file_summary {
 struct task_state {
   state_file_summary summary;
   std::map<std::uint32_t, std::vector<std::byte>> operator_state;  // by operator index
+  // For an operator whose state here is a delta: its earlier links' operator_state bytes, oldest first.
+  std::map<std::uint32_t, std::vector<std::vector<std::byte>>> operator_chain;
   std::map<channel_key, std::vector<std::byte>> input_channels;    // by (gate, channel)
   std::map<channel_key, std::vector<std::byte>> output_channels;   // by (partition, subpartition)
 };

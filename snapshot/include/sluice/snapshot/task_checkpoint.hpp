@@ -70,7 +70,7 @@ class checkpoint_subject {
   virtual ~checkpoint_subject() = default;
   // The chain's operator states (index = position) and a source's position (state_section::source):
   // the synchronous part of the snapshot, O(1) in the state's size for keyed state.
-  virtual taken_state operator_states() = 0;
+  virtual taken_state operator_states(checkpoint_id id) = 0;
   virtual bool is_sink() const noexcept = 0;
   // A sink's state at `id` (state_section::sink); only for a sink.
   virtual runtime::task<io::result<std::vector<std::byte>>> sink_state(checkpoint_id id) = 0;
@@ -149,6 +149,7 @@ class task_checkpoint {
   // The operator states (and the backlog) into the file, and its output side finished once the
   // deferred parts are written.
   void add_operator_states(checkpoint_id id, taken_state ops, std::optional<std::vector<std::byte>> backlog);
+  void add_taken_now(checkpoint_id id, taken_state& ops);
   // An unaligned sink's precommit, awaited while the task goes on; then add_operator_states.
   runtime::task<void> add_sink_state(checkpoint_id id, taken_state ops, std::optional<std::vector<std::byte>> backlog);
   // The deferred parts, slice by slice (the executor runs its other work between slices); false at
