@@ -328,3 +328,33 @@ TEST_CASE("retention keeps what the in-progress checkpoint requires, and skips a
   CHECK_FALSE(sync_wait(wider.validate(5)).valid);
 }
 
+TEST_CASE("the listing shows what each checkpoint of a chain wrote itself and which checkpoints it requires",
+          "[report]") {
+  temp_dir dir;
+  checkpoint_storage storage(dir.path());
+  make_chain(storage);
+  make_link(storage, 5, no_checkpoint);
+  checkpoint_manifest m = sync_wait(storage.load(5)).value().manifest;  // chk-5 made to require two
+  m.requires_checkpoints = {2, 4};
+  REQUIRE(::unlink((storage.checkpoint_dir(5) + "/_manifest").c_str()) == 0);
+  REQUIRE(sync_wait(storage.commit_manifest(m)).ok());
+
+  const auto listed = sync_wait(storage.list()).value();
+  REQUIRE(listed.size() == 5);
+  const std::uint64_t own = listed[3].written_bytes;  // chk-4's two files
+  CHECK(own == 2 * chain_file(4, 0, 2).size());
+  CHECK(format_json_line(listed[3], 5).find(",\"size_bytes\":" + std::to_string(own) + ",\"written_bytes\":" +
+                                            std::to_string(own) + ",\"requires\":[2],") != std::string::npos);
+  CHECK(format_json_line(listed[0], 5).find(",\"requires\":[],") != std::string::npos);
+  CHECK(format_json_line(listed[4], 5).find(",\"requires\":[2,4],") != std::string::npos);
+
+  const std::string table = format_table(listed, 5);
+  CHECK(table.starts_with("   ID  MODE     TASKS  OPERATOR  CHANNEL  WRITTEN  REQUIRES     CREATED (UTC)"));
+  const auto row = [&table](std::string_view id) {
+    const auto start = table.find(std::string("\n") + std::string(id) + " ");
+    return table.substr(start + 1, table.find('\n', start + 1) - start - 1);
+  };
+  CHECK_THAT(row("chk-5"), Catch::Contains("  chk-2,chk-4  "));
+  CHECK_THAT(row("chk-4"), Catch::Contains("  chk-2        "));
+  CHECK_THAT(row("chk-1"), Catch::Contains("  none         "));
+}
