@@ -8,8 +8,8 @@
 // - a manifest that decodes encodes back to exactly its text (the format has one spelling per
 //   manifest), and decoding that again gives the same manifest;
 // - a rejected one fails with storage_errc::bad_manifest and a message that starts with its label;
-// - the other way round: a manifest built from the input bytes (any ids, sizes, names and keys the
-//   format allows) encodes to text that decodes to the same manifest.
+// - the other way round: a manifest built from the input bytes (any ids, sizes, names, keys and
+//   required checkpoints the format allows) encodes to text that decodes to the same manifest.
 
 #include "fuzz_support.hpp"
 
@@ -19,6 +19,7 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <string>
 
 using namespace sluice::snapshot;
@@ -90,6 +91,14 @@ checkpoint_manifest manifest_from(FuzzedDataProvider& in) {
     const auto bytes = std::as_bytes(std::span<const char>(value.data(), value.size()));
     m.metadata.emplace(std::move(key), std::vector<std::byte>(bytes.begin(), bytes.end()));
   }
+  // Required checkpoints: below this one, ascending, each once (what the encoder takes).
+  const std::size_t required = m.checkpoint > 1 ? in.ConsumeIntegralInRange<std::size_t>(0, 8) : 0;
+  for (std::size_t i = 0; i < required && in.remaining_bytes() > 0; ++i) {
+    m.requires_checkpoints.push_back(in.ConsumeIntegralInRange<checkpoint_id>(1, m.checkpoint - 1));
+  }
+  std::sort(m.requires_checkpoints.begin(), m.requires_checkpoints.end());
+  m.requires_checkpoints.erase(std::unique(m.requires_checkpoints.begin(), m.requires_checkpoints.end()),
+                               m.requires_checkpoints.end());
   return m;
 }
 

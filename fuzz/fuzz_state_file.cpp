@@ -11,7 +11,8 @@
 // - a file it accepts is, record by record, what the header decoders read: encoding the file header,
 //   every record header, the payloads and the end record again gives the input back byte for byte;
 //   the kept state is those payloads concatenated per key; the summary's size, CRC32C, record count
-//   and byte totals are the input's;
+//   and byte totals are the input's; each operator_base record names one operator's base, once,
+//   above 0 and below the file's checkpoint, and the bases are the summary's (ascending, each once);
 // - an accepted file cut anywhere is rejected as truncated, and one with a byte after it as bad
 //   format; expecting the checkpoint and task its header names changes nothing, expecting others
 //   rejects it;
@@ -26,6 +27,7 @@
 #include <sluice/snapshot/state_file_reader.hpp>
 #include <sluice/snapshot/storage_error.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -70,7 +72,7 @@ bool same(const sluice::io::result<state_file_summary>& a, const sluice::io::res
   const auto& y = *b;
   return x.checkpoint == y.checkpoint && x.task == y.task && x.size_bytes == y.size_bytes && x.crc32c == y.crc32c &&
          x.records == y.records && x.operator_state_bytes == y.operator_state_bytes &&
-         x.channel_state_bytes == y.channel_state_bytes;
+         x.channel_state_bytes == y.channel_state_bytes && x.bases == y.bases;
 }
 
 std::string describe(const sluice::io::result<state_file_summary>& r) {
@@ -107,7 +109,8 @@ void check_accepted(std::span<const std::byte> file, const state_file_summary& s
 
   std::map<std::uint32_t, std::vector<std::byte>> operator_state;
   std::map<channel_key, std::vector<std::byte>> inputs, outputs;
-  std::uint64_t records = 0, operator_bytes = 0, channel_bytes = 0;
+  std::map<std::uint32_t, checkpoint_id> bases;
+  std::uint64_t records = 0, operator_bytes = 0, channel_bytes = 0, base_bytes = 0;
   std::size_t p = state_file_header_bytes;
   for (;;) {
     FUZZ_REQUIRE(p + state_record_header_bytes <= file.size(), "record {} header beyond the file", records);
@@ -121,19 +124,27 @@ void check_accepted(std::span<const std::byte> file, const state_file_summary& s
     append(encode_record_header(*h));
     if (h->type == record_type::end) {
       const auto end = decode_end_payload(payload, label);
-      FUZZ_REQUIRE(end && end->records == records && end->payload_bytes == operator_bytes + channel_bytes,
+      FUZZ_REQUIRE(end && end->records == records && end->payload_bytes == operator_bytes + channel_bytes + base_bytes,
                    "the end record does not count the records");
       append(encode_end_payload(*end));
       break;
     }
     append(payload);
+    ++records;
+    if (h->type == record_type::operator_base) {
+      const auto base = decode_operator_base_payload(payload, label);
+      FUZZ_REQUIRE(base && *base != no_checkpoint && *base < summary.checkpoint && h->group == 0,
+                   "record {}: an operator base record the parser should have rejected", records - 1);
+      FUZZ_REQUIRE(bases.emplace(h->index, *base).second, "operator {} has two base records", h->index);
+      base_bytes += payload.size();
+      continue;
+    }
     const channel_key key{h->group, h->index};
     auto& target = h->type == record_type::operator_state  ? operator_state[h->index]
                    : h->type == record_type::input_channel ? inputs[key]
                                                            : outputs[key];
     target.insert(target.end(), payload.begin(), payload.end());
     (h->type == record_type::operator_state ? operator_bytes : channel_bytes) += payload.size();
-    ++records;
   }
   FUZZ_REQUIRE(p == file.size(), "{} bytes after the end record of an accepted file", file.size() - p);
   FUZZ_REQUIRE(again.size() == file.size() && std::equal(again.begin(), again.end(), file.begin()),
@@ -144,6 +155,13 @@ void check_accepted(std::span<const std::byte> file, const state_file_summary& s
                summary.channel_state_bytes, records, operator_bytes, channel_bytes);
   FUZZ_REQUIRE(kept.operator_state == operator_state && kept.input_channels == inputs && kept.output_channels == outputs,
                "the kept state is not the records' payloads concatenated per key");
+  std::vector<checkpoint_id> base_ids;
+  for (const auto& entry : bases) base_ids.push_back(entry.second);
+  std::sort(base_ids.begin(), base_ids.end());
+  base_ids.erase(std::unique(base_ids.begin(), base_ids.end()), base_ids.end());
+  FUZZ_REQUIRE(kept.operator_bases == bases && summary.bases == base_ids && kept.operator_chain.empty(),
+               "the bases kept ({}) or summed up ({}) are not the operator base records' ({})",
+               kept.operator_bases.size(), summary.bases.size(), bases.size());
 
   // Cut anywhere, or with a byte more, it is rejected.
   const std::size_t cut = summary.crc32c % file.size();

@@ -349,6 +349,40 @@ runtime::task<checkpoint_files> write_checkpoint(std::string root, snapshot::che
   co_return files;
 }
 
+// An incremental checkpoint's: task 0's operator 0 a delta on checkpoint 5 (an operator_base
+// record), operator 1 whole; its manifest requires checkpoint 5.
+runtime::task<checkpoint_files> write_incremental_checkpoint(std::string root) {
+  const snapshot::checkpoint_id id = seed_checkpoint;
+  snapshot::checkpoint_storage storage(root);
+  const auto made = co_await storage.create_checkpoint_dir(id);
+  check(made, "create checkpoint dir");
+  snapshot::channel_state_writer writer(0);
+  check(writer.start(id, storage.checkpoint_dir(id)), "start");
+  bytes changed;
+  buffers::encode_to(changed, std::vector<std::pair<std::string, std::uint64_t>>{{"sluice", 3}});
+  check(writer.add_operator_state(id, 0, changed), "operator state 0");
+  check(writer.add_operator_base(id, 0, 5), "operator base 0");
+  bytes offset;
+  buffers::encode_to(offset, std::uint64_t{8192});
+  check(writer.add_operator_state(id, 1, offset), "operator state 1");
+  check(writer.finish_input(id), "finish input");
+  check(writer.finish_output(id), "finish output");
+  const snapshot::checkpoint_outcome outcome = co_await writer.result(id);
+  co_await writer.close();
+  if (!outcome.completed()) throw std::runtime_error("the incremental checkpoint did not complete");
+
+  snapshot::checkpoint_manifest manifest{id, snapshot::checkpoint_mode::aligned, seed_created_unix_ms, {}, {}};
+  auto described = co_await storage.describe_state_file(id, 0);
+  if (!described) throw std::runtime_error(described.error().message());
+  manifest.files.push_back(*described);
+  const auto committed = co_await storage.commit_manifest(manifest);  // it requires the file's base
+  check(committed, "commit");
+  checkpoint_files files;
+  files.state_files.emplace_back(storage.state_file_path(id, 0));
+  files.manifest = fs::path(storage.checkpoint_dir(id)) / snapshot::manifest_file_name;
+  co_return files;
+}
+
 // The metadata run_job puts in every manifest: the fingerprint of a word count over a small input.
 std::map<std::string, bytes> wordcount_metadata() {
   {
@@ -374,6 +408,9 @@ void checkpoint_seeds(corpus_writer& manifests, corpus_writer& state_files) {
     }
     if (sample_state.empty()) sample_state = read_file(files.state_files.front());
   }
+  const checkpoint_files incremental = runtime::sync_wait(write_incremental_checkpoint("checkpoints-incremental"));
+  manifests.add("incremental-checkpoint", read_file(incremental.manifest));
+  state_files.add("incremental-task-0.state", read_file(incremental.state_files.front()));
 
   // Manifests by the encoder: without metadata, with the largest numbers, every mode.
   snapshot::checkpoint_manifest plain{1, snapshot::checkpoint_mode::aligned, 0, {}, {}};

@@ -265,23 +265,12 @@ rt::task<std::string> attempt_link::ended() {
   co_return woken ? ended_why_ : std::string();
 }
 
-// snapshot_started_at is not sent: it is this host's steady clock, meaningless on the leader's, so
-// the leader reports no start delay for a remote task (coordinator.hpp, task_checkpoint_breakdown).
+// (encode_acknowledgement) snapshot_started_at is not sent: it is this host's steady clock,
+// meaningless on the leader's, so the leader reports no start delay for a remote task
+// (coordinator.hpp, task_checkpoint_breakdown).
 void attempt_link::acknowledge(ss::task_id task, ss::checkpoint_id id, ss::task_checkpoint_stats stats) {
-  json j{{"op", stats.operator_state_bytes},
-         {"ch", stats.channel_state_bytes},
-         {"align_ns", stats.alignment_duration.count()},
-         {"sync_ns", stats.sync_duration.count()},
-         {"write_ns", stats.write_duration.count()},
-         {"fsync_ns", stats.fsync_duration.count()},
-         {"unaligned", stats.switched_to_unaligned}};
-  if (stats.state_file) {
-    j["file"] = json{{"size", stats.state_file->size_bytes},
-                     {"crc", stats.state_file->crc32c},
-                     {"op", stats.state_file->operator_state_bytes},
-                     {"ch", stats.state_file->channel_state_bytes}};
-  }
-  home_.post([this, key = message_key(fmt::format("k/{}/{}", id, task)), value = j.dump()]() mutable {
+  std::string value = encode_acknowledgement(stats);
+  home_.post([this, key = message_key(fmt::format("k/{}/{}", id, task)), value = std::move(value)]() mutable {
     put(std::move(key), std::move(value));
   });
 }
@@ -333,22 +322,9 @@ void attempt_link::on_message(std::string_view suffix, const std::string& value,
       if (const auto task = number_at(rest)) count_data_ended(static_cast<ss::task_id>(*task));
     } else if (kind == 'k' && coordinator_ != nullptr) {
       const auto ids = two_numbers(rest);
-      const json j = json::parse(value, nullptr, false);
-      if (!ids || j.is_discarded()) return;
-      ss::task_checkpoint_stats stats;
-      stats.operator_state_bytes = j.value("op", std::uint64_t{0});
-      stats.channel_state_bytes = j.value("ch", std::uint64_t{0});
-      stats.alignment_duration = std::chrono::nanoseconds(j.value("align_ns", std::int64_t{0}));
-      stats.sync_duration = std::chrono::nanoseconds(j.value("sync_ns", std::int64_t{0}));
-      stats.write_duration = std::chrono::nanoseconds(j.value("write_ns", std::int64_t{0}));
-      stats.fsync_duration = std::chrono::nanoseconds(j.value("fsync_ns", std::int64_t{0}));
-      stats.switched_to_unaligned = j.value("unaligned", false);
-      if (j.contains("file")) {
-        const json& f = j["file"];
-        stats.state_file = ss::manifest_file{"", f.value("size", std::uint64_t{0}), f.value("crc", std::uint32_t{0}),
-                                             f.value("op", std::uint64_t{0}), f.value("ch", std::uint64_t{0})};
-      }
-      coordinator_->acknowledge(static_cast<ss::task_id>(ids->second), ids->first, std::move(stats));
+      auto stats = decode_acknowledgement(value);
+      if (!ids || !stats) return;
+      coordinator_->acknowledge(static_cast<ss::task_id>(ids->second), ids->first, std::move(*stats));
     } else if (kind == 'd' && coordinator_ != nullptr) {
       const auto ids = two_numbers(rest);
       const json j = json::parse(value, nullptr, false);

@@ -1,10 +1,12 @@
 #pragma once
 // attempt_record: what the leader writes to `<prefix>attempt` to start an attempt, what a member
 // writes to `<prefix>member/<i>`, and what the leader writes to `<prefix>finished`, as JSON
-// (nlohmann-json).
+// (nlohmann-json); and a task's acknowledgement of a checkpoint, which a follower sends the leader
+// (attempt_link.hpp, k/<id>/<task>).
 
 #include <sluice/io/result.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
+#include <sluice/snapshot/checkpoint_participant.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -44,5 +46,14 @@ struct finished_record {
   std::string encode() const;
   static std::optional<finished_record> decode(std::string_view text);
 };
+
+// A task's checkpoint stats as the leader receives them: {"op", "ch", "align_ns", "sync_ns",
+// "write_ns", "fsync_ns", "unaligned", and "file": {"size", "crc", "op", "ch", "bases"} when the
+// writer described its state file}. "bases" (the checkpoints the file's operator state is a delta
+// on, so the leader's manifest requires them) is there only when there are some. snapshot_started_at
+// is not sent: it is this host's steady clock, meaningless on the leader's. A missing field decodes
+// as 0 (none); anything that is not such an object, or a field of the wrong type, as nothing.
+std::string encode_acknowledgement(const snapshot::task_checkpoint_stats& stats);
+std::optional<snapshot::task_checkpoint_stats> decode_acknowledgement(std::string_view text);
 
 }  // namespace sluice::cluster::detail

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +46,8 @@ struct channel_state_writer::checkpoint_job {
   std::uint32_t next_sequence = 0;
   std::uint64_t channel_state_bytes = 0;
   std::uint64_t operator_state_bytes = 0;
+  std::uint64_t base_payload_bytes = 0;         // operator_base records' (counted in the end record only)
+  std::set<std::uint32_t> based_operators;      // operators given a base (at most one each)
   std::chrono::nanoseconds fsync_duration{0};  // the state file's fsync (finalize)
 
   bool finished() const noexcept { return input_finished && output_finished; }

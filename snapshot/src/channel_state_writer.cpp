@@ -33,6 +33,7 @@ class writer_category_impl final : public std::error_category {
       case writer_errc::closed: return "channel-state writer closed";
       case writer_errc::not_data: return "an event handed as channel-state data";
       case writer_errc::no_channel_state: return "checkpoint takes no channel state";
+      case writer_errc::bad_base: return "invalid delta base for an operator's state";
     }
     return "unknown channel-state writer error";
   }
@@ -239,7 +240,13 @@ void channel_state_writer::enqueue(checkpoint_job& job, record_type type, std::u
                                    buffers::crc32c(payload), job.next_sequence});
   ++job.next_sequence;
   job.next_offset_bytes += state_record_header_bytes + payload.size();
-  (type == record_type::operator_state ? job.operator_state_bytes : job.channel_state_bytes) += payload.size();
+  if (type == record_type::operator_state) {
+    job.operator_state_bytes += payload.size();
+  } else if (type == record_type::operator_base) {
+    job.base_payload_bytes += payload.size();
+  } else {
+    job.channel_state_bytes += payload.size();
+  }
   job.queue.push_back(std::move(w));
 }
 
@@ -332,8 +339,8 @@ void channel_state_writer::enqueue_bytes(checkpoint_job& job, record_type type, 
   }
 }
 
-io::result<void> channel_state_writer::add_record(checkpoint_id id, record_type type, std::uint32_t operator_index,
-                                                  std::vector<std::byte> bytes) {
+io::result<void> channel_state_writer::add_operator_state(checkpoint_id id, std::uint32_t operator_index,
+                                                          std::vector<std::byte> bytes) {
   assert_owner();
   if (!current_ || current_->id != id) return refusal("add_operator_state", id);
   checkpoint_job& job = *current_;
@@ -342,22 +349,35 @@ io::result<void> channel_state_writer::add_record(checkpoint_id id, record_type 
                         fmt::format("add_operator_state for checkpoint {} of task {}: checkpoint {} is finished", id,
                                     task_, id));
   }
-  enqueue_bytes(job, type, 0, operator_index, std::move(bytes));
+  enqueue_bytes(job, record_type::operator_state, 0, operator_index, std::move(bytes));
   kick();
   return io::success();
 }
 
 io::result<void> channel_state_writer::add_operator_base(checkpoint_id id, std::uint32_t operator_index,
                                                          checkpoint_id base) {
-  SLUICE_ASSERT(base != no_checkpoint && base < id, "a delta's base precedes its checkpoint");
-  std::vector<std::byte> payload(8);
-  for (std::size_t i = 0; i < 8; ++i) payload[i] = static_cast<std::byte>(base >> (8 * i));
-  return add_record(id, record_type::operator_base, operator_index, std::move(payload));
-}
-
-io::result<void> channel_state_writer::add_operator_state(checkpoint_id id, std::uint32_t operator_index,
-                                                          std::vector<std::byte> bytes) {
-  return add_record(id, record_type::operator_state, operator_index, std::move(bytes));
+  assert_owner();
+  if (!current_ || current_->id != id) return refusal("add_operator_base", id);
+  checkpoint_job& job = *current_;
+  const auto prefix = fmt::format("add_operator_base for checkpoint {} of task {}", id, task_);
+  if (job.finished()) {
+    return make_refusal(writer_errc::finished, fmt::format("{}: checkpoint {} is finished", prefix, id));
+  }
+  // What the reader would reject (state_file_reader.hpp) is refused here, so no file fails to load.
+  if (base == no_checkpoint || base >= id) {
+    return make_refusal(writer_errc::bad_base, fmt::format("{}: operator {} cannot be based on checkpoint {} (a base "
+                                                           "is above 0 and below the checkpoint)",
+                                                           prefix, operator_index, base));
+  }
+  if (!job.based_operators.insert(operator_index).second) {
+    return make_refusal(writer_errc::bad_base,
+                        fmt::format("{}: operator {} already has a base in this checkpoint", prefix, operator_index));
+  }
+  const auto payload = encode_operator_base_payload(base);
+  enqueue(job, record_type::operator_base, 0, operator_index, {},
+          std::vector<std::byte>(payload.begin(), payload.end()));
+  kick();
+  return io::success();
 }
 
 io::result<void> channel_state_writer::finish_input(checkpoint_id id) {

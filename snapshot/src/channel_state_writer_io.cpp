@@ -179,7 +179,7 @@ runtime::task<void> channel_state_writer::write_record(checkpoint_job* job, pend
 
 std::array<std::byte, state_record_header_bytes + state_end_payload_bytes> channel_state_writer::end_record(
     const checkpoint_job& job) {
-  const std::uint64_t payload_bytes = job.channel_state_bytes + job.operator_state_bytes;
+  const std::uint64_t payload_bytes = job.channel_state_bytes + job.operator_state_bytes + job.base_payload_bytes;
   const auto end_payload = encode_end_payload({job.next_sequence, payload_bytes});
   const auto end_header = encode_record_header(
       {record_type::end, 0, 0, state_end_payload_bytes, buffers::crc32c(end_payload), job.next_sequence});

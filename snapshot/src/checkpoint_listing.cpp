@@ -106,7 +106,8 @@ runtime::task<io::result<std::vector<checkpoint_info>>> checkpoint_storage::list
   auto scanned = co_await scan();
   if (!scanned) co_return std::move(scanned).error();
   std::vector<checkpoint_info> infos = std::move(scanned->ignored);
-  for (const checkpoint_id id : scanned->ids) infos.push_back(co_await validate(id));
+  validity_memo memo;  // ascending: a checkpoint's bases are validated before it, each once
+  for (const checkpoint_id id : scanned->ids) infos.push_back(co_await validate_with(id, &memo));
   // Ascending by id: bad names (id 0) first, by name; a symlink chk-<id> among the checkpoints.
   std::stable_sort(infos.begin(), infos.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   co_return infos;
@@ -122,6 +123,7 @@ runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std:
     choice.ignored.push_back(std::move(info));
   }
   const std::vector<checkpoint_id>* ids = &scanned->ids;
+  validity_memo memo;  // checkpoints sharing bases have them checked once
   for (auto it = ids->rbegin(); it != ids->rend(); ++it) {
     if (*it > newest_allowed) {
       checkpoint_info beyond;
@@ -133,7 +135,7 @@ runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std:
       choice.skipped.push_back(std::move(beyond));
       continue;
     }
-    checkpoint_info info = co_await validate(*it);
+    checkpoint_info info = co_await validate_with(*it, &memo);
     if (auto r = rejected.find(*it); info.valid && r != rejected.end()) {
       info.valid = false;
       info.fault = make_error_code(storage_errc::unrestorable);

@@ -1,5 +1,6 @@
 // Checkpoint storage (see checkpoint_storage.hpp): the commit protocol and validation. Listing and
-// recovery's choice live in checkpoint_listing.cpp, retention in retention.cpp.
+// recovery's choice live in checkpoint_listing.cpp, retention in retention.cpp, load() in
+// checkpoint_loading.cpp.
 
 #include <sluice/io/file.hpp>
 #include <sluice/io/fs.hpp>
@@ -113,6 +114,14 @@ runtime::task<io::result<void>> ensure_exists(std::string path) {
   co_return co_await f.close();
 }
 
+// The manifest's requires_checkpoints: what the caller gave, united with every file's bases.
+void unite_requires(checkpoint_manifest& manifest) {
+  auto& ids = manifest.requires_checkpoints;
+  for (const auto& f : manifest.files) ids.insert(ids.end(), f.bases.begin(), f.bases.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+}
+
 std::uint64_t now_unix_ms() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                         runtime::sys().wall_now().time_since_epoch())
@@ -163,8 +172,12 @@ runtime::task<io::result<manifest_file>> checkpoint_storage::describe_state_file
   const std::string name = state_file_name(task);
   auto summary = co_await check_file(state_file_path(id, task), label(id, name), {.checkpoint = id, .task = task}, nullptr);
   if (!summary) co_return std::move(summary).error();
-  co_return manifest_file{name, summary->size_bytes, summary->crc32c, summary->operator_state_bytes,
-                          summary->channel_state_bytes};
+  co_return manifest_file{name,
+                          summary->size_bytes,
+                          summary->crc32c,
+                          summary->operator_state_bytes,
+                          summary->channel_state_bytes,
+                          std::move(summary->bases)};
 }
 
 runtime::task<io::result<void>> checkpoint_storage::prepare_checkpoint(checkpoint_id id, std::vector<task_id> tasks) {
@@ -207,6 +220,14 @@ runtime::task<io::result<void>> checkpoint_storage::commit_manifest(checkpoint_m
     if (!is_valid_file_name(f.name)) {
       co_return io::error(std::make_error_code(std::errc::invalid_argument),
                           fmt::format("{}: invalid file name '{}'", what, f.name));
+    }
+  }
+  unite_requires(manifest);
+  for (const checkpoint_id required : manifest.requires_checkpoints) {
+    if (required == no_checkpoint || required >= id) {
+      co_return io::error(std::make_error_code(std::errc::invalid_argument),
+                          fmt::format("{}: it cannot require checkpoint {} (only an id from 1 to {})", what, required,
+                                      id - 1));
     }
   }
   for (const auto& entry : manifest.metadata) {
@@ -281,6 +302,7 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::commit_verifi
     if (!entry) co_return prefixed(fmt::format("commit checkpoint {}", id), entry.error());
     manifest.files.push_back(std::move(entry).value());
   }
+  unite_requires(manifest);  // (commit_manifest does too: here for the manifest returned)
   auto committed = co_await commit_manifest(manifest);
   if (!committed) co_return std::move(committed).error();
   co_return manifest;
@@ -333,7 +355,7 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::read_manifest
 }
 
 runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpoint_id id, std::vector<task_state>* keep,
-                                                                       checkpoint_info* info) {
+                                                                       checkpoint_info* info, validity_memo* memo) {
   auto manifest = co_await read_manifest(id);
   if (!manifest) co_return std::move(manifest).error();
   if (info != nullptr) {
@@ -342,12 +364,15 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpo
     info->created_unix_ms = manifest->created_unix_ms;
     info->tasks = manifest->files.size();
     for (const auto& f : manifest->files) {
-      info->size_bytes += f.size_bytes;
+      info->written_bytes += f.size_bytes;
       info->operator_state_bytes += f.operator_state_bytes;
       info->channel_state_bytes += f.channel_state_bytes;
     }
+    info->size_bytes = info->written_bytes;
+    info->requires_checkpoints = manifest->requires_checkpoints;
   }
   std::set<task_id> tasks_seen;
+  std::vector<std::pair<const manifest_file*, std::vector<checkpoint_id>>> deltas;  // files with bases
   for (const auto& f : manifest->files) {
     const std::string file_label = label(id, f.name);
     const std::optional<task_id> task = task_of_file_name(f.name);
@@ -376,30 +401,75 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpo
       co_return with_code(storage_errc::bad_manifest,
                           fmt::format("{}: task {} has another state file in this checkpoint", file_label, summary->task));
     }
+    // A base the manifest does not require would be one retention may remove under it.
+    for (const checkpoint_id base : summary->bases) {
+      if (!std::binary_search(manifest->requires_checkpoints.begin(), manifest->requires_checkpoints.end(), base)) {
+        co_return with_code(storage_errc::bad_manifest,
+                            fmt::format("{}: operator state based on chk-{}, which the manifest does not require",
+                                        file_label, base));
+      }
+    }
+    if (!summary->bases.empty()) deltas.emplace_back(&f, std::move(summary->bases));
+  }
+  // Newest first: a chain is then checked from its head, each link once (memo).
+  std::map<checkpoint_id, const checked_checkpoint*> required;
+  for (auto it = manifest->requires_checkpoints.rbegin(); it != manifest->requires_checkpoints.rend(); ++it) {
+    const checked_checkpoint* base = co_await check_required(*it, memo);
+    if (base->invalid) {
+      co_return io::error(base->invalid->code(), fmt::format("chk-{}: requires chk-{}, which is not valid: {}", id,
+                                                             *it, base->invalid->message()));
+    }
+    required.emplace(*it, base);
+  }
+  // A delta is on the same task's file: its base checkpoint must have one.
+  for (const auto& [f, bases] : deltas) {
+    for (const checkpoint_id base : bases) {
+      if (!required.at(base)->files.contains(f->name)) {
+        co_return with_code(storage_errc::missing_file,
+                            fmt::format("{}: operator state based on chk-{}, whose manifest lists no {}",
+                                        label(id, f->name), base, f->name));
+      }
+    }
   }
   co_return manifest;
 }
 
+const checkpoint_storage::checked_checkpoint* checkpoint_storage::remember(
+    checkpoint_id id, const io::result<checkpoint_manifest>& checked, validity_memo* memo) {
+  checked_checkpoint verdict;
+  if (checked) {
+    for (const auto& f : checked->files) verdict.files.insert(f.name);
+  } else {
+    verdict.invalid = checked.error();
+  }
+  return &memo->insert_or_assign(id, std::move(verdict)).first->second;
+}
+
+runtime::task<const checkpoint_storage::checked_checkpoint*> checkpoint_storage::check_required(checkpoint_id id,
+                                                                                              validity_memo* memo) {
+  if (auto it = memo->find(id); it != memo->end()) co_return &it->second;
+  auto checked = co_await check(id, nullptr, nullptr, memo);  // ids strictly fall: the recursion ends
+  co_return remember(id, checked, memo);
+}
+
 runtime::task<checkpoint_info> checkpoint_storage::validate(checkpoint_id id) {
+  validity_memo memo;
+  co_return co_await validate_with(id, &memo);
+}
+
+runtime::task<checkpoint_info> checkpoint_storage::validate_with(checkpoint_id id, validity_memo* memo) {
   checkpoint_info info;
   info.id = id;
   info.name = fmt::format("chk-{}", id);
   info.path = checkpoint_dir(id);
-  auto checked = co_await check(id, nullptr, &info);
+  auto checked = co_await check(id, nullptr, &info, memo);
   info.valid = checked.ok();
   if (!checked) {
     info.fault = checked.error().code();
     info.reason = checked.error().message();
   }
+  remember(id, checked, memo);
   co_return info;
-}
-
-runtime::task<io::result<loaded_checkpoint>> checkpoint_storage::load(checkpoint_id id) {
-  loaded_checkpoint loaded;
-  auto checked = co_await check(id, &loaded.tasks, nullptr);
-  if (!checked) co_return std::move(checked).error();
-  loaded.manifest = std::move(checked).value();
-  co_return loaded;
 }
 
 }  // namespace sluice::snapshot

@@ -100,7 +100,7 @@ class line_reader {
   io::error fail(std::string_view fault) const {
     return io::error(make_error_code(storage_errc::bad_manifest), fmt::format("{}: line {}: {}", label_, line_, fault));
   }
-  // The next line's fields if it starts with `keyword` and has `count` fields.
+  // The next line's fields if it starts with `keyword` and has `count` fields (any number: npos).
   std::optional<std::vector<std::string_view>> next(std::string_view keyword, std::size_t count) {
     ++line_;
     if (rest_.empty()) return std::nullopt;
@@ -109,10 +109,15 @@ class line_reader {
     const std::string_view line = rest_.substr(0, nl);
     rest_.remove_prefix(nl + 1);
     auto fields = fields_of(line);
-    if (fields.size() != count || fields[0] != keyword) return std::nullopt;
+    if ((count != std::string_view::npos && fields.size() != count) || fields[0] != keyword) return std::nullopt;
     return fields;
   }
   bool at_end() const noexcept { return rest_.empty(); }
+  // Whether the next line's first field is `keyword` (nothing is consumed).
+  bool next_is(std::string_view keyword) const {
+    const std::string_view line = rest_.substr(0, rest_.find('\n'));
+    return line.substr(0, line.find(' ')) == keyword;
+  }
   io::error fail_next(std::string_view fault) const {
     return io::error(make_error_code(storage_errc::bad_manifest), fmt::format("{}: line {}: {}", label_, line_ + 1, fault));
   }
@@ -138,6 +143,16 @@ std::string encode_manifest(const checkpoint_manifest& m) {
     assert(is_valid_file_name(f.name));
     out += fmt::format("file {} {} {:08x} {} {}\n", f.name, f.size_bytes, f.crc32c, f.operator_state_bytes,
                        f.channel_state_bytes);
+  }
+  if (!m.requires_checkpoints.empty()) {
+    out += fmt::format("requires {}", m.requires_checkpoints.size());
+    [[maybe_unused]] checkpoint_id previous = no_checkpoint;
+    for (const checkpoint_id id : m.requires_checkpoints) {
+      assert(id > previous && id < m.checkpoint);
+      previous = id;
+      out += fmt::format(" {}", id);
+    }
+    out += '\n';
   }
   out += fmt::format("metadata {}\n", m.metadata.size());
   for (const auto& [key, value] : m.metadata) {
@@ -212,6 +227,25 @@ io::result<checkpoint_manifest> decode_manifest(std::string_view text, std::stri
     m.files.push_back(std::move(entry));
   }
 
+  if (lines.next_is("requires")) {
+    auto req = lines.next("requires", std::string_view::npos);
+    const auto count = req->size() >= 2 ? parse_decimal((*req)[1]) : std::nullopt;
+    if (!count || *count == 0 || *count != req->size() - 2) {
+      return lines.fail("expected 'requires <n> <id>...' with n above 0 and n ids");
+    }
+    for (std::size_t i = 2; i < req->size(); ++i) {
+      const auto required = parse_decimal((*req)[i]);
+      if (!required || *required == no_checkpoint || *required >= m.checkpoint) {
+        return lines.fail(
+            fmt::format("required checkpoint '{}' is not an id from 1 to {}", (*req)[i], m.checkpoint - 1));
+      }
+      if (!m.requires_checkpoints.empty() && *required <= m.requires_checkpoints.back()) {
+        return lines.fail(fmt::format("required checkpoint {} after {} (ids come in ascending order, each once)",
+                                      *required, m.requires_checkpoints.back()));
+      }
+      m.requires_checkpoints.push_back(*required);
+    }
+  }
   auto meta = lines.next("metadata", 2);
   const auto meta_count = meta ? parse_decimal((*meta)[1]) : std::nullopt;
   if (!meta_count || *meta_count > max_metadata_entries) {

@@ -6,9 +6,15 @@
 // prepare_checkpoint and never written, is uncommitted like a missing one): a pass does
 // not re-read the data files (that is recovery's job), so it stays cheap enough to run after every
 // checkpoint. Decisions:
-//   - committed, newest K: kept;            - committed, older: removed;
+//   - committed, newest K: kept;            - committed, older: removed, unless required (below);
 //   - uncommitted, older than the newest committed: removed (aborted, or left by a crash);
 //   - uncommitted, newer: kept (its writer may still be running); - `in_progress`: never touched.
+// Required: a kept checkpoint whose state is a delta needs the checkpoints its manifest requires
+// (`requires`), and they theirs, so every committed checkpoint a kept one (or the committed
+// in-progress one) requires, transitively through the manifests the pass read, is kept too, beyond
+// K. A required checkpoint without a committed manifest is simply not there: nothing to keep (the
+// one requiring it is invalid, which recovery finds). Once no kept checkpoint requires an old one
+// (a newer full checkpoint took over), the next pass removes it.
 // At start (at_start: no writer runs yet), every uncommitted directory but the newest of all goes,
 // so a job whose checkpoints keep failing (a full disk) does not pile them up across restarts.
 // "Removed" applies only to what sluice made (committed, or carrying the marker that
@@ -29,6 +35,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <set>
 
 namespace sluice::snapshot {
 
@@ -156,12 +163,21 @@ runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoin
   for (const auto& entry : committed) newest_first.push_back(entry.first);
   std::reverse(newest_first.begin(), newest_first.end());
 
+  // The newest K, and what a kept one (or the in-progress one, never removed) requires. Newest first,
+  // so a checkpoint is decided after every one that can require it (requires are older).
   std::vector<checkpoint_id> doomed;
+  std::set<checkpoint_id> required;
   for (std::size_t i = 0; i < newest_first.size(); ++i) {
-    if (i < options_.retained_checkpoints) {
-      report.kept.push_back(newest_first[i]);
-    } else if (newest_first[i] != in_progress) {
-      doomed.push_back(newest_first[i]);
+    const checkpoint_id id = newest_first[i];
+    const bool kept = i < options_.retained_checkpoints || required.contains(id);
+    if (kept) {
+      report.kept.push_back(id);
+    } else if (id != in_progress) {
+      doomed.push_back(id);
+    }
+    if (kept || id == in_progress) {
+      const auto& needs = committed.at(id).requires_checkpoints;
+      required.insert(needs.begin(), needs.end());
     }
   }
   if (at_start) {

@@ -90,7 +90,7 @@ io::result<state_record_header> decode_record_header(std::span<const std::byte> 
     return format_error(what, "record header checksum mismatch");
   }
   const auto type = std::to_integer<std::uint8_t>(bytes[0]);
-  if (type < 1 || type > 4) return format_error(what, fmt::format("unknown record type {}", type));
+  if (type < 1 || type > 5) return format_error(what, fmt::format("unknown record type {}", type));
   if (const auto reserved = std::to_integer<std::uint8_t>(bytes[1]); reserved != 0) {
     return format_error(what, fmt::format("reserved record header byte 1 is {} (not 0)", reserved));
   }
@@ -109,7 +109,25 @@ io::result<state_record_header> decode_record_header(std::span<const std::byte> 
     return format_error(what, fmt::format("end record payload length {} (expected {})", h.payload_bytes,
                                           state_end_payload_bytes));
   }
+  if (h.type == record_type::operator_base && h.payload_bytes != state_operator_base_payload_bytes) {
+    return format_error(what, fmt::format("operator base record payload length {} (expected {})", h.payload_bytes,
+                                          state_operator_base_payload_bytes));
+  }
   return h;
+}
+
+std::array<std::byte, state_operator_base_payload_bytes> encode_operator_base_payload(checkpoint_id base) noexcept {
+  std::array<std::byte, state_operator_base_payload_bytes> out{};
+  store_le(out.data(), base, 8);
+  return out;
+}
+
+io::result<checkpoint_id> decode_operator_base_payload(std::span<const std::byte> bytes, std::string_view what) {
+  if (bytes.size() != state_operator_base_payload_bytes) {
+    return format_error(what, fmt::format("operator base record payload of {} bytes (expected {})", bytes.size(),
+                                          state_operator_base_payload_bytes));
+  }
+  return checkpoint_id{load_le(bytes.data(), 8)};
 }
 
 io::result<state_end_payload> decode_end_payload(std::span<const std::byte> bytes, std::string_view what) {

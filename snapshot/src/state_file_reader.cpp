@@ -83,6 +83,8 @@ bool state_file_parser::feed(std::span<const std::byte> bytes) {
         payload_crc_ = buffers::crc32c_extend(payload_crc_, part);
         if (record_.type == record_type::end) {
           std::memcpy(end_payload_.data() + payload_got_, part.data(), n);
+        } else if (record_.type == record_type::operator_base) {
+          std::memcpy(base_payload_.data() + payload_got_, part.data(), n);
         } else if (payload_target_ != nullptr) {
           payload_target_->insert(payload_target_->end(), part.begin(), part.end());
         }
@@ -136,9 +138,10 @@ void state_file_parser::on_record_header() {
     return fail(storage_errc::bad_format,
                 fmt::format("record {} has sequence number {} (records out of order or missing)", n, record_.sequence));
   }
-  if (record_.type == record_type::operator_state && record_.group != 0) {
-    return fail(storage_errc::bad_format,
-                fmt::format("record {}: operator state record with group {} (expected 0)", n, record_.group));
+  if ((record_.type == record_type::operator_state || record_.type == record_type::operator_base) &&
+      record_.group != 0) {
+    return fail(storage_errc::bad_format, fmt::format("record {}: {} record with group {} (expected 0)", n,
+                                                      type_name(record_.type), record_.group));
   }
   payload_got_ = 0;
   payload_crc_ = 0;
@@ -174,6 +177,10 @@ void state_file_parser::on_payload_done() {
     stage_ = stage::after_end;
     return;
   }
+  if (record_.type == record_type::operator_base) {
+    on_operator_base();
+    if (stage_ == stage::failed) return;
+  }
   if (summary_.records == 0xFFFF'FFFFu) {
     return fail(storage_errc::bad_format, "more records than a sequence number can count");
   }
@@ -181,10 +188,32 @@ void state_file_parser::on_payload_done() {
   payload_bytes_before_end_ += record_.payload_bytes;
   if (record_.type == record_type::operator_state) {
     summary_.operator_state_bytes += record_.payload_bytes;
-  } else {
+  } else if (record_.type != record_type::operator_base) {
     summary_.channel_state_bytes += record_.payload_bytes;
   }
   stage_ = stage::record_header;
+}
+
+// A base must be an earlier checkpoint (so a chain of bases ends) and one per operator (so it is
+// one chain).
+void state_file_parser::on_operator_base() {
+  const std::uint64_t n = summary_.records;
+  auto base = decode_operator_base_payload(base_payload_, fmt::format("{}: record {}", label_, n));
+  if (!base) return fail(io::error(make_error_code(storage_errc::bad_format), base.error().message()));
+  const std::uint32_t op = record_.index;
+  if (*base == no_checkpoint || *base >= summary_.checkpoint) {
+    return fail(storage_errc::bad_format,
+                fmt::format("record {}: operator {} is based on checkpoint {} (a base is above 0 and below this "
+                            "file's checkpoint {})",
+                            n, op, *base, summary_.checkpoint));
+  }
+  const auto [it, inserted] = bases_.emplace(op, *base);
+  if (!inserted) {
+    return fail(storage_errc::bad_format,
+                fmt::format("record {}: operator {} has a second base record (checkpoint {}, after checkpoint {})", n,
+                            op, *base, it->second));
+  }
+  if (keep_ != nullptr) keep_->operator_bases.emplace(op, *base);
 }
 
 io::result<state_file_summary> state_file_parser::finish() {
@@ -214,6 +243,10 @@ io::result<state_file_summary> state_file_parser::finish() {
         fail(storage_errc::bad_format, fmt::format("{} bytes after the end record", bytes_after_end_));
         return *error_;
       }
+      summary_.bases.clear();
+      for (const auto& entry : bases_) summary_.bases.push_back(entry.second);
+      std::sort(summary_.bases.begin(), summary_.bases.end());
+      summary_.bases.erase(std::unique(summary_.bases.begin(), summary_.bases.end()), summary_.bases.end());
       if (keep_ != nullptr) keep_->summary = summary_;
       return summary_;
   }

@@ -1,10 +1,14 @@
 // The JSON records the workers keep in etcd (cluster/src/attempt_record.hpp): each round-trips, and
 // anything else in their keys (junk, a missing field, a wrong type, a leader outside the members)
-// decodes to nothing rather than to a half-filled record.
+// decodes to nothing rather than to a half-filled record. And a task's acknowledgement of a
+// checkpoint, as a follower sends it and the leader reads it.
 
 #include "attempt_record.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
 
 using namespace sluice::cluster::detail;
 
@@ -57,4 +61,54 @@ TEST_CASE("cluster records: junk, missing fields, wrong types and a leader outsi
   a.leader = 0;
   a.member_revisions = {1};  // ports and members disagree
   CHECK_FALSE(attempt_record::decode(a.encode()).has_value());
+}
+
+TEST_CASE("cluster records: an acknowledgement carries its state file's bases to the leader, and none when it has none") {
+  sluice::snapshot::task_checkpoint_stats stats;
+  stats.operator_state_bytes = 40;
+  stats.channel_state_bytes = 5;
+  stats.alignment_duration = std::chrono::nanoseconds(7);
+  stats.sync_duration = std::chrono::nanoseconds(8);
+  stats.write_duration = std::chrono::nanoseconds(9);
+  stats.fsync_duration = std::chrono::nanoseconds(10);
+  stats.switched_to_unaligned = true;
+  stats.snapshot_started_at = std::chrono::steady_clock::now();  // this host's clock: not sent
+  stats.state_file = sluice::snapshot::manifest_file{"", 300, 0xfeedbeef, 40, 5, {3, 6}};
+
+  const std::string text = encode_acknowledgement(stats);
+  CHECK(text.find("\"bases\":[3,6]") != std::string::npos);
+  const auto back = decode_acknowledgement(text);
+  REQUIRE(back.has_value());
+  CHECK(back->operator_state_bytes == 40);
+  CHECK(back->channel_state_bytes == 5);
+  CHECK(back->alignment_duration == std::chrono::nanoseconds(7));
+  CHECK(back->sync_duration == std::chrono::nanoseconds(8));
+  CHECK(back->write_duration == std::chrono::nanoseconds(9));
+  CHECK(back->fsync_duration == std::chrono::nanoseconds(10));
+  CHECK(back->switched_to_unaligned);
+  CHECK_FALSE(back->snapshot_started_at.has_value());
+  REQUIRE(back->state_file.has_value());
+  CHECK(*back->state_file == *stats.state_file);
+
+  // A whole file: no "bases" key (what a worker of an older build sends), and it decodes as none.
+  stats.state_file->bases.clear();
+  const std::string whole = encode_acknowledgement(stats);
+  CHECK(whole.find("bases") == std::string::npos);
+  const auto whole_back = decode_acknowledgement(whole);
+  REQUIRE(whole_back.has_value());
+  REQUIRE(whole_back->state_file.has_value());
+  CHECK(whole_back->state_file->bases.empty());
+  CHECK(whole_back->state_file->size_bytes == 300);
+
+  // Without a file description: none on the leader either.
+  stats.state_file.reset();
+  const auto bare = decode_acknowledgement(encode_acknowledgement(stats));
+  REQUIRE(bare.has_value());
+  CHECK_FALSE(bare->state_file.has_value());
+
+  for (const char* junk : {"", "[]", "7", "{", R"({"op":"x"})", R"({"file":[]})", R"({"file":{"bases":"3"}})",
+                           R"({"file":{"bases":[-1]}})"}) {
+    INFO(junk);
+    CHECK_FALSE(decode_acknowledgement(junk).has_value());
+  }
 }

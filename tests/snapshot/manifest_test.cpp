@@ -10,6 +10,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 using namespace sluice::snapshot;
 
@@ -98,4 +99,54 @@ TEST_CASE("a manifest's metadata must come in ascending key order, so each manif
   auto decoded = decode_manifest(in_order, "m");
   REQUIRE(decoded.ok());
   CHECK(encode_manifest(decoded.value()) == in_order);
+}
+
+TEST_CASE("a manifest that requires earlier checkpoints lists them on one line before its metadata, and round-trips") {
+  auto m = sample_manifest();
+  m.requires_checkpoints = {2, 3, 6};
+  const std::string text = encode_manifest(m);
+  CHECK(text.find("file task-1.state 2048 99aa00ff 64 1900\nrequires 3 2 3 6\nmetadata 2\n") != std::string::npos);
+  auto back = decode_manifest(text, "m");
+  REQUIRE(back.ok());
+  CHECK(back->requires_checkpoints == std::vector<checkpoint_id>{2, 3, 6});
+  CHECK(back.value() == m);
+  CHECK(encode_manifest(back.value()) == text);
+}
+
+TEST_CASE("a manifest without requires is the text it was before the line existed, and decodes with none") {
+  const auto m = sample_manifest();
+  const std::string text = encode_manifest(m);
+  CHECK(text.find("requires") == std::string::npos);
+  // As a build from before the line wrote it (sealed by hand).
+  const std::string old = sealed("sluice-manifest 1\ncheckpoint 7\nmode aligned\ncreated_unix_ms 5\ntasks 1\n"
+                                 "file task-0.state 10 0000abcd 1 2\nmetadata 0\n");
+  auto decoded = decode_manifest(old, "m");
+  REQUIRE(decoded.ok());
+  CHECK(decoded->requires_checkpoints.empty());
+  CHECK(encode_manifest(decoded.value()) == old);
+}
+
+TEST_CASE("a requires line out of order, repeated, miscounted, empty or naming no earlier checkpoint is rejected") {
+  const std::string head = "sluice-manifest 1\ncheckpoint 7\nmode aligned\ncreated_unix_ms 5\ntasks 0\n";
+  const auto with = [&](std::string_view line) {
+    return error_of(sealed(head + std::string(line) + "\nmetadata 0\n"));
+  };
+  CHECK(with("requires 1 3").empty());
+  CHECK(with("requires 2 1 6").empty());
+  CHECK(with("requires 2 3 2") ==
+        "chk-7/_manifest: line 6: required checkpoint 2 after 3 (ids come in ascending order, each once)");
+  CHECK(with("requires 2 3 3") ==
+        "chk-7/_manifest: line 6: required checkpoint 3 after 3 (ids come in ascending order, each once)");
+  CHECK(with("requires 1 7") == "chk-7/_manifest: line 6: required checkpoint '7' is not an id from 1 to 6");
+  CHECK(with("requires 1 9") == "chk-7/_manifest: line 6: required checkpoint '9' is not an id from 1 to 6");
+  CHECK(with("requires 1 0") == "chk-7/_manifest: line 6: required checkpoint '0' is not an id from 1 to 6");
+  CHECK(with("requires 1 03") == "chk-7/_manifest: line 6: required checkpoint '03' is not an id from 1 to 6");
+  CHECK(with("requires 1 x") == "chk-7/_manifest: line 6: required checkpoint 'x' is not an id from 1 to 6");
+  for (std::string_view miscounted : {"requires 2 3", "requires 1 2 3", "requires 0", "requires", "requires x 1"}) {
+    INFO(miscounted);
+    CHECK(with(miscounted) == "chk-7/_manifest: line 6: expected 'requires <n> <id>...' with n above 0 and n ids");
+  }
+  // After the metadata count it is no requires line but an unexpected one.
+  CHECK(error_of(sealed(head + "metadata 0\nrequires 1 3\n")) ==
+        "chk-7/_manifest: line 7: unexpected line before the end line");
 }

@@ -10,10 +10,10 @@
 //   So a start at or below an aborted id is refused as well (as in Flink's maxAbortedCheckpointId).
 // - At most ONE checkpoint is ongoing. start(N+1) while N is open ends N as aborted(subsumed).
 //   abort(M) of an id above the ongoing one is remembered and leaves the ongoing one open.
-// - add_input/add_output/add_operator_state enqueue and return at once; they never suspend. A
-//   writer-owned coroutine (the pump) writes the records in call order at offsets fixed at enqueue:
-//   consecutive small records (header and payload) copied into one buffer, up to 512 KiB, and
-//   written at once; a payload above 128 KiB (a large operator state) straight from its memory,
+// - add_input/add_output/add_operator_state/add_operator_base enqueue and return at once; they
+//   never suspend. A writer-owned coroutine (the pump) writes the records in call order at offsets
+//   fixed at enqueue: consecutive small records (header and payload) copied into one buffer, up to
+//   512 KiB, and written at once; a payload above 128 KiB (a large operator state) straight from its memory,
 //   after its header. A view is released once copied (or, written in place, once its write
 //   completed), or at the abort of its checkpoint: exactly once either way.
 // - Once abort(N) happened, no write for N is submitted: not the next record, not a payload after
@@ -89,6 +89,7 @@ enum class writer_errc {
   closed,            // the writer is closed (task shutdown)
   not_data,          // an event was handed as channel-state data (the checkpoint is declined)
   no_channel_state,  // channel state for a checkpoint opened with start_aligned
+  bad_base,          // an operator's delta base that is 0, not below the checkpoint, or its second
 };
 const std::error_category& writer_category() noexcept;
 inline std::error_code make_error_code(writer_errc e) noexcept { return {static_cast<int>(e), writer_category()}; }
@@ -138,8 +139,11 @@ class channel_state_writer {
                                    std::vector<std::byte> bytes);
   // Operator state, before the last finish of an unaligned checkpoint.
   io::result<void> add_operator_state(checkpoint_id id, std::uint32_t operator_index, std::vector<std::byte> bytes);
-  // The operator's state in this file is a delta on its state in checkpoint `base` (an
-  // operator_base record, state_file.hpp).
+  // Marks operator `operator_index`'s state in this checkpoint as a delta on its state in checkpoint
+  // `base` of the same task (an operator_base record, state_file.hpp): recovery reads that first.
+  // Refused (bad_base) unless 0 < base < id and the operator has no base yet in `id`; like
+  // add_operator_state, refused once the checkpoint is finished. Its 8 bytes count as neither
+  // operator nor channel state.
   io::result<void> add_operator_base(checkpoint_id id, std::uint32_t operator_index, checkpoint_id base);
 
   // No more input (output) channel state for `id`. Repeating one is harmless.
@@ -197,8 +201,6 @@ class channel_state_writer {
                                      std::uint32_t index, std::vector<buffers::buffer_view> data);
   io::result<checkpoint_job*> channel_state_job(const char* what, record_type type, checkpoint_id id,
                                                 std::uint16_t group, std::uint32_t index);
-  io::result<void> add_record(checkpoint_id id, record_type type, std::uint32_t operator_index,
-                              std::vector<std::byte> bytes);
   void enqueue_bytes(checkpoint_job& job, record_type type, std::uint16_t group, std::uint32_t index,
                      std::vector<std::byte> bytes);
   void enqueue(checkpoint_job& job, record_type type, std::uint16_t group, std::uint32_t index,

@@ -35,6 +35,14 @@
 // end to end (state file parse, size, CRC32C, byte totals). newest_valid() returns the newest valid
 // checkpoint and logs why each newer one was skipped. load(id) returns the task states themselves.
 //
+// Incremental checkpoints: a state file may hold an operator's state as a delta on the same task's
+// file in an earlier checkpoint (its operator_base records, state_file.hpp), which may be a delta
+// too. The commit writes the union of its files' bases into the manifest (`requires`), and a
+// checkpoint is valid only if every file's bases are among its requires and every checkpoint it
+// requires is valid, recursively ("chk-9: requires chk-7, which is not valid: <why>", with chk-7's
+// fault code). load(id) follows each delta operator's chain through the same task's files, oldest
+// first (task_state::operator_chain). Retention keeps what a kept checkpoint requires.
+//
 // Ids on disk: a directory counts as checkpoint <id> only when named `chk-<id>` with <id> decimal,
 // without a leading zero, from 1 to max_checkpoint_id (2^62). Any other `chk-*` entry (chk-007,
 // chk-7.tmp, chk-18446744073709551615) is invalid with its reason (storage_errc::bad_name): list()
@@ -42,7 +50,7 @@
 // The bound keeps `highest + 1` far from wrapping: the id after chk-<2^62> is refused instead.
 //
 // Retention keeps the newest K committed checkpoints (a manifest that decodes; an empty one does
-// not), removes older ones
+// not) and every committed checkpoint they require, transitively; removes older ones
 // and every uncommitted directory older than the newest committed one, and never touches the
 // in-progress id. A removal unlinks `_manifest` first (so a half-removed checkpoint is never taken
 // for a committed one), then the other files, then rmdirs.
@@ -104,9 +112,16 @@ struct checkpoint_info {
   checkpoint_mode mode = checkpoint_mode::aligned;
   std::uint64_t created_unix_ms = 0;
   std::size_t tasks = 0;
-  std::uint64_t size_bytes = 0;  // all state files
+  // This checkpoint's own state files, as its manifest lists them; the checkpoints it requires are
+  // not counted (their bytes are theirs: a delta's checkpoint shows what it wrote). size_bytes is
+  // kept for the listings that read it and equals written_bytes.
+  std::uint64_t size_bytes = 0;
+  std::uint64_t written_bytes = 0;
   std::uint64_t operator_state_bytes = 0;
   std::uint64_t channel_state_bytes = 0;
+  // The checkpoints this one's state is a delta on (its manifest's `requires` line), ascending: it is
+  // valid only if each of them is, and retention keeps them while it keeps this one.
+  std::vector<checkpoint_id> requires_checkpoints;
 };
 
 // What newest_valid() found: the checkpoint to recover from, if any, and the newer ones skipped.
@@ -118,11 +133,13 @@ struct recovery_choice {
 
 struct loaded_checkpoint {
   checkpoint_manifest manifest;
-  std::vector<task_state> tasks;  // in manifest order
+  // In manifest order. An operator whose state is a delta (task_state::operator_bases) has its
+  // chain's earlier states in task_state::operator_chain, oldest first.
+  std::vector<task_state> tasks;
 };
 
 struct retention_report {
-  std::vector<checkpoint_id> kept;     // committed, newest first
+  std::vector<checkpoint_id> kept;     // committed, newest first: the newest K and what they require
   std::vector<checkpoint_id> removed;  // ascending
   std::vector<std::string> failures;   // removals that failed (left for the next pass)
   std::vector<checkpoint_id> left_alone;  // not sluice's (storage_errc::not_owned): never removed
@@ -166,13 +183,15 @@ class checkpoint_storage {
   // The commit protocol (see the top of this file) for a manifest whose entries the caller vouches
   // for: the fast path after a successful prepare_checkpoint, else the full one. Either way it
   // succeeds only once every name and byte recovery needs is durable. created_unix_ms == 0 is
-  // replaced with the current time.
+  // replaced with the current time. requires_checkpoints becomes the union of what the caller gave
+  // and every file's bases (so a caller may leave it empty); each must be in 1..id-1.
   runtime::task<io::result<void>> commit_manifest(checkpoint_manifest manifest);
   // Takes back the manifest of a checkpoint that aborted after commit_manifest succeeded (a task's
   // state file never became durable): unlinks `_manifest` and fsyncs chk-<id>/. A missing one is
   // fine. Errors are prefixed "withdraw checkpoint <id>: ".
   runtime::task<io::result<void>> withdraw_manifest(checkpoint_id id);
-  // Describes every task's file (read back and validated), then commits. Returns the manifest.
+  // Describes every task's file (read back and validated), then commits. Returns the manifest, its
+  // requires_checkpoints the union of its files' bases.
   runtime::task<io::result<checkpoint_manifest>> commit_verified(checkpoint_id id, checkpoint_mode mode,
                                                                  std::vector<task_id> tasks,
                                                                  std::map<std::string, std::vector<std::byte>> metadata);
@@ -195,14 +214,36 @@ class checkpoint_storage {
                                                           checkpoint_id newest_allowed = max_checkpoint_id);
   // One checkpoint, validated end to end.
   runtime::task<checkpoint_info> validate(checkpoint_id id);
-  // Validates checkpoint `id` and returns every task's state; the error is the first fault found.
+  // Validates checkpoint `id` (and every checkpoint it requires) and returns every task's state, with
+  // each delta operator's chain; the error is the first fault found.
   runtime::task<io::result<loaded_checkpoint>> load(checkpoint_id id);
 
  private:
   runtime::task<io::result<checkpoint_manifest>> read_manifest(checkpoint_id id);
-  // Validates checkpoint `id` end to end; fills *info from the manifest and *keep with the states.
+  // What one call (list(), load(), ...) found of each checkpoint it checked: why it is invalid, or
+  // the files its manifest lists (a delta's base must be the same task's file).
+  struct checked_checkpoint {
+    std::optional<io::error> invalid;
+    std::set<std::string> files;
+  };
+  using validity_memo = std::map<checkpoint_id, checked_checkpoint>;
+  // Validates checkpoint `id` end to end, and each checkpoint it requires (through `memo`); fills
+  // *info from the manifest and *keep with the states.
   runtime::task<io::result<checkpoint_manifest>> check(checkpoint_id id, std::vector<task_state>* keep,
-                                                       checkpoint_info* info);
+                                                       checkpoint_info* info, validity_memo* memo);
+  // Required checkpoint `id`, checked once per memo (the entry stays put: map nodes do not move).
+  runtime::task<const checked_checkpoint*> check_required(checkpoint_id id, validity_memo* memo);
+  // Records the verdict of check() on `id` in *memo.
+  static const checked_checkpoint* remember(checkpoint_id id, const io::result<checkpoint_manifest>& checked,
+                                            validity_memo* memo);
+  runtime::task<checkpoint_info> validate_with(checkpoint_id id, validity_memo* memo);
+  // Fills state->operator_chain for every delta operator of `state` (a file of checkpoint `id`).
+  struct base_file_cache;
+  runtime::task<io::result<void>> load_chains(checkpoint_id id, task_state* state, base_file_cache* cache);
+  // Task `task`'s file of checkpoint `id`, read once per cache and checked against its manifest;
+  // `why` ("operator 2 of chk-9/task-0.state is based on it") ends its errors.
+  runtime::task<io::result<task_state*>> base_file(checkpoint_id id, task_id task, std::string why,
+                                                   base_file_cache* cache);
   // Removes chk-<id>/ if it is sluice's: committed (`manifest`, what it lists is `known` too) or
   // marked; else not_owned (an empty one is rmdir'ed). `known`: names to unlink before a listing.
   runtime::task<io::result<void>> remove_checkpoint_dir(checkpoint_id id, std::optional<checkpoint_manifest> manifest,

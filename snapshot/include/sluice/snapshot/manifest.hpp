@@ -9,6 +9,7 @@
 //   tasks 2
 //   file task-0.state 4096 1a2b3c4d 120 3900        name size_bytes crc32c(hex) operator_state_bytes channel_state_bytes
 //   file task-1.state 2048 99aa00ff 64 1900
+//   requires 2 3 5                                   optional: n, then n checkpoint ids, ascending
 //   metadata 1
 //   meta job.name 77696e646f77                       key, then the value's bytes in hex
 //   end 5e6f7a81                                     CRC32C (hex) of every byte before this line
@@ -18,6 +19,11 @@
 // '.' or '_'), so a damaged manifest cannot point outside its directory. Job metadata is an opaque,
 // extensible key/value block for whatever a resumed job needs beyond operator state (source offsets
 // live in operator state).
+//
+// The `requires` line lists the checkpoints this one's state files are deltas on (an operator's state
+// here is a delta on its state there, state_file.hpp; each of those lists its own): each above 0 and
+// below this checkpoint, strictly ascending, n above 0. It is there only when there is one, so a manifest
+// without deltas is byte for byte what it was before the line existed, and older manifests decode.
 //
 // The job's fingerprint (what job, graph, parallelism and inputs the checkpoint was taken of) is the
 // metadata entry `job.fingerprint` (its text form, dataflow/job_fingerprint.hpp, as hex). It is
@@ -50,6 +56,10 @@ struct manifest_file {
   std::uint32_t crc32c = 0;  // of the whole file
   std::uint64_t operator_state_bytes = 0;
   std::uint64_t channel_state_bytes = 0;
+  // The checkpoints this file's operator state is a delta on (state_file_summary::bases): ascending,
+  // each once. Not on the file's line: what a commit unites into the manifest's requires_checkpoints.
+  // A decoded manifest's entries have none.
+  std::vector<checkpoint_id> bases;
   friend bool operator==(const manifest_file&, const manifest_file&) = default;
 };
 
@@ -59,6 +69,9 @@ struct checkpoint_manifest {
   std::uint64_t created_unix_ms = 0;
   std::vector<manifest_file> files;
   std::map<std::string, std::vector<std::byte>> metadata;
+  // Every checkpoint this one's files are deltas on (the `requires` line): ascending, each once.
+  // Last, so aggregate initializers written before it existed still mean what they did.
+  std::vector<checkpoint_id> requires_checkpoints;
   friend bool operator==(const checkpoint_manifest&, const checkpoint_manifest&) = default;
 };
 
@@ -67,7 +80,8 @@ bool is_valid_file_name(std::string_view name) noexcept;
 // A metadata key: 1..255 bytes of [A-Za-z0-9._-].
 bool is_valid_metadata_key(std::string_view key) noexcept;
 
-// The manifest's text. File names and keys must be valid (asserted); the caller checks first.
+// The manifest's text. File names and keys must be valid, requires_checkpoints strictly ascending
+// and each in 1..checkpoint-1 (asserted); the caller checks first.
 std::string encode_manifest(const checkpoint_manifest& manifest);
 
 // Parses and checks a manifest; errors (code storage_errc::bad_manifest) start with `label`:

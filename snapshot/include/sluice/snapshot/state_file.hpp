@@ -30,6 +30,13 @@
 // different channels may interleave. The file ends with exactly one `end` record whose 16-byte
 // payload is: records before it u64, payload bytes before it u64. Nothing follows it, so a file cut
 // anywhere is detected.
+//
+// Incremental checkpoints: an operator_base record (at most one per operator, group 0, payload
+// exactly 8 bytes: a checkpoint id u64, above 0 and below this file's checkpoint) says that
+// operator's operator_state in this file is a delta on its state in the same task's file of that
+// earlier checkpoint, which may itself be a delta: recovery restores the chain's full state first,
+// then each delta, oldest first. Its payload counts as neither operator nor channel state bytes
+// (the end record's payload count includes it).
 
 #include <sluice/io/result.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
@@ -45,6 +52,7 @@ namespace sluice::snapshot {
 inline constexpr std::size_t state_file_header_bytes = 32;
 inline constexpr std::size_t state_record_header_bytes = 24;
 inline constexpr std::size_t state_end_payload_bytes = 16;
+inline constexpr std::size_t state_operator_base_payload_bytes = 8;
 inline constexpr std::uint16_t state_file_version = 1;
 inline constexpr std::uint32_t max_record_payload_bytes = 64u * 1024 * 1024;
 
@@ -87,6 +95,8 @@ std::array<std::byte, state_file_header_bytes> encode_file_header(const state_fi
 // header.payload_bytes <= max_record_payload_bytes (asserted).
 std::array<std::byte, state_record_header_bytes> encode_record_header(const state_record_header& header) noexcept;
 std::array<std::byte, state_end_payload_bytes> encode_end_payload(const state_end_payload& end) noexcept;
+// An operator_base record's payload: the base checkpoint's id.
+std::array<std::byte, state_operator_base_payload_bytes> encode_operator_base_payload(checkpoint_id base) noexcept;
 
 // Each fails with an error naming the fault ("bad magic", "header checksum mismatch", "unknown
 // record type 9", "payload length 70000000 above the limit"); `what` prefixes the message (the
@@ -94,5 +104,7 @@ std::array<std::byte, state_end_payload_bytes> encode_end_payload(const state_en
 io::result<state_file_header> decode_file_header(std::span<const std::byte> bytes, std::string_view what);
 io::result<state_record_header> decode_record_header(std::span<const std::byte> bytes, std::string_view what);
 io::result<state_end_payload> decode_end_payload(std::span<const std::byte> bytes, std::string_view what);
+// The base id as stored (whether it is a valid base for the file is the parser's to check).
+io::result<checkpoint_id> decode_operator_base_payload(std::span<const std::byte> bytes, std::string_view what);
 
 }  // namespace sluice::snapshot

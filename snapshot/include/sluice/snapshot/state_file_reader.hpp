@@ -3,6 +3,7 @@
 // the file header (and which checkpoint and task it names), every record header, sequence numbers
 // 0, 1, 2, ..., each payload's CRC32C, exactly one `end` record last whose counts match the records
 // before it, and nothing after it. A file cut anywhere, or with any byte flipped, is rejected.
+// An operator_base record must name a checkpoint above 0 and below the file's, once per operator.
 //
 // - state_file_parser is the check itself, fed bytes in file order (any chunking); it does no I/O,
 //   so it is what a fuzzer or a test drives.
@@ -49,6 +50,9 @@ struct state_file_summary {
   std::uint64_t records = 0;               // before the end record
   std::uint64_t operator_state_bytes = 0;  // payload bytes of operator_state records
   std::uint64_t channel_state_bytes = 0;   // payload bytes of input_channel and output_channel records
+  // The checkpoints this file's operator state is a delta on (its operator_base records), ascending,
+  // each once. Empty for a file that holds every operator's whole state.
+  std::vector<checkpoint_id> bases;
 };
 
 // One task's state, as recovery needs it. Records of one key concatenate in file order; a key with
@@ -56,10 +60,14 @@ struct state_file_summary {
 struct task_state {
   state_file_summary summary;
   std::map<std::uint32_t, std::vector<std::byte>> operator_state;  // by operator index
-  // For an operator whose state here is a delta: its earlier links' operator_state bytes, oldest first.
-  std::map<std::uint32_t, std::vector<std::vector<std::byte>>> operator_chain;
   std::map<channel_key, std::vector<std::byte>> input_channels;    // by (gate, channel)
   std::map<channel_key, std::vector<std::byte>> output_channels;   // by (partition, subpartition)
+  // Operators whose operator_state here is a delta: operator index -> the checkpoint it is based on.
+  std::map<std::uint32_t, checkpoint_id> operator_bases;
+  // For each operator in operator_bases, the operator_state of the earlier links of its chain, oldest
+  // (the whole state) first, then each delta up to the base itself; this file's own delta is in
+  // operator_state. Filled by checkpoint_storage::load(); read_state_file leaves it empty.
+  std::map<std::uint32_t, std::vector<std::vector<std::byte>>> operator_chain;
 };
 
 // What the file must claim to be; unset fields are not checked.
@@ -87,6 +95,7 @@ class state_file_parser {
   void on_file_header();
   void on_record_header();
   void on_payload_done();
+  void on_operator_base();
   void fail(storage_errc code, std::string fault);
   void fail(io::error e);
 
@@ -101,6 +110,8 @@ class state_file_parser {
   std::uint32_t payload_got_ = 0;
   std::uint32_t payload_crc_ = 0;
   std::array<std::byte, state_end_payload_bytes> end_payload_{};
+  std::array<std::byte, state_operator_base_payload_bytes> base_payload_{};
+  std::map<std::uint32_t, checkpoint_id> bases_;  // the operator_base records so far, by operator
   std::uint64_t bytes_after_end_ = 0;
   std::uint64_t payload_bytes_before_end_ = 0;
   state_file_summary summary_;
