@@ -32,6 +32,7 @@ declare -A where=(
   [manifest-before-state]="window:all join:all generate:all"
   [queued-barrier-waits]="join:all window:all"
   [delta-loses-write]="wordcount:all window:all"
+  [retention-drops-base]="wordcount:all window:all"
 )
 
 mapfile -t plants < <("$sluice" simulate --list-plants)

@@ -17,6 +17,7 @@ constexpr const char* planted[] = {
     "manifest-before-state",  // a commit fsyncs the manifest before the state files
     "queued-barrier-waits",   // issue 33: a queued barrier switches to unaligned only when taken
     "delta-loses-write",      // issue 34: an incremental snapshot leaves out a changed key
+    "retention-drops-base",   // issue 34: retention removes a checkpoint a kept one requires
 };
 const char* active = nullptr;
 #endif

@@ -230,6 +230,18 @@ runtime::task<io::result<void>> checkpoint_storage::commit_manifest(checkpoint_m
                                       id - 1));
     }
   }
+  // What it requires must still be there: a retention pass after a newer commit may have removed a
+  // base that a delta frozen before that commit leans on (its table had not heard of the newer one).
+  // Committing then would make a checkpoint recovery cannot read, after its sinks committed: refused,
+  // the checkpoint aborts, and the tables take the newer base. (Retention and commits take turns on
+  // the coordinator, so nothing removes the base between this check and the manifest.)
+  for (const checkpoint_id required : manifest.requires_checkpoints) {
+    auto base = co_await read_manifest(required);
+    if (!base) {
+      co_return with_code(storage_errc::missing_file, fmt::format("{}: it requires checkpoint {}, which is gone: {}", what,
+                                                                  required, base.error().message()));
+    }
+  }
   for (const auto& entry : manifest.metadata) {
     if (!is_valid_metadata_key(entry.first)) {
       co_return io::error(std::make_error_code(std::errc::invalid_argument),

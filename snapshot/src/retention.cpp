@@ -9,6 +9,8 @@
 //   - committed, newest K: kept;            - committed, older: removed, unless required (below);
 //   - uncommitted, older than the newest committed: removed (aborted, or left by a crash);
 //   - uncommitted, newer: kept (its writer may still be running); - `in_progress`: never touched.
+//   - a manifest whose read fails (EIO): nothing decided about it in this pass (it may be committed,
+//     and required by a kept one).
 // Required: a kept checkpoint whose state is a delta needs the checkpoints its manifest requires
 // (`requires`), and they theirs, so every committed checkpoint a kept one (or the committed
 // in-progress one) requires, transitively through the manifests the pass read, is kept too, beyond
@@ -27,6 +29,7 @@
 #include <sluice/io/file.hpp>
 #include <sluice/io/fs.hpp>
 #include <sluice/runtime/log.hpp>
+#include <sluice/runtime/plant.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
 
 #include <fmt/format.h>
@@ -42,6 +45,13 @@ namespace sluice::snapshot {
 namespace {
 
 bool is_enoent(const io::error& e) noexcept { return e.code() == std::errc::no_such_file_or_directory; }
+
+// Whether a failed manifest read says what the directory is (no manifest, or one that does not
+// decode: uncommitted), rather than that the read itself failed.
+bool is_verdict(const io::error& e) noexcept {
+  return e.code() == make_error_code(storage_errc::missing_manifest) ||
+         e.code() == make_error_code(storage_errc::bad_manifest);
+}
 
 io::error not_ours(const std::string& dir) {
   return io::error(make_error_code(storage_errc::not_owned),
@@ -155,6 +165,12 @@ runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoin
     auto manifest = co_await read_manifest(id);
     if (manifest) {
       committed.emplace(id, std::move(manifest).value());
+    } else if (!is_verdict(manifest.error())) {
+      // The read failed (EIO, say): the manifest may be a committed one that a kept checkpoint
+      // requires (the simulation removed a chain's base so, at a restart), so nothing is decided
+      // about it in this pass.
+      runtime::log::warn("retention: chk-{} is left for a later pass: {}", id, manifest.error().message());
+      report.unreadable.push_back(id);
     } else if (id != in_progress) {
       uncommitted.push_back(id);
     }
@@ -175,7 +191,8 @@ runtime::task<io::result<retention_report>> checkpoint_storage::retain(checkpoin
     } else if (id != in_progress) {
       doomed.push_back(id);
     }
-    if (kept || id == in_progress) {
+    // Planted: what a kept checkpoint requires is not kept (a shared file deleted while referenced).
+    if ((kept || id == in_progress) && !SLUICE_PLANTED("retention-drops-base")) {
       const auto& needs = committed.at(id).requires_checkpoints;
       required.insert(needs.begin(), needs.end());
     }

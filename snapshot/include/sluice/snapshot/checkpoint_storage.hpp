@@ -143,6 +143,7 @@ struct retention_report {
   std::vector<checkpoint_id> removed;  // ascending
   std::vector<std::string> failures;   // removals that failed (left for the next pass)
   std::vector<checkpoint_id> left_alone;  // not sluice's (storage_errc::not_owned): never removed
+  std::vector<checkpoint_id> unreadable;  // its manifest could not be read (an I/O error): not decided
 };
 
 class checkpoint_storage {
