@@ -234,3 +234,26 @@ TEST_CASE("random incremental snapshots read back as recovery reads chains, equa
     CHECK(longest <= sluice::dataflow::detail::max_chain_deltas + 1);
   }
 }
+
+TEST_CASE("a table that never snapshots keeps no erased keys, and one that does keeps them only until no delta needs them", "[dataflow][state]") {
+  table t("test", 4);
+  const std::string v = "v";
+  for (int round = 0; round < 100; ++round) {
+    for (std::uint64_t k = 0; k < 100; ++k) t.upsert(k) = v;
+    for (std::uint64_t k = 0; k < 100; ++k) t.erase(k);
+  }
+  CHECK(t.erased_keys() == 0);
+  // With a snapshot frozen and later confirmed, erases after it are kept for the delta on it, and
+  // forgotten once a later confirmed snapshot is the base.
+  t.upsert(1) = v;
+  drain(*t.freeze(1), 64);
+  t.erase(1);
+  CHECK(t.erased_keys() == 1);
+  t.confirm(1);
+  auto delta = t.freeze(2);
+  CHECK(delta->delta_base() == 1);
+  drain(*delta, 64);
+  t.confirm(2);
+  drain(*t.freeze(3), 64);
+  CHECK(t.erased_keys() == 0);
+}

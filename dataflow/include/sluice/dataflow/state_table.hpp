@@ -216,7 +216,10 @@ class state_table {
     partition& p = *partitions_[r.group];
     cell& x = p.at(r.cell);
     capture(r, x);
-    if (incremental_) p.erased.push_back({epoch_, x.entry.first});  // a later delta says so
+    // A later delta says so: one on the base, or on a snapshot frozen and not yet confirmed. With
+    // neither (no checkpoint yet, or none taken at all), no delta can need it: nothing is kept, so a
+    // job without checkpoints that erases all along (windows firing) does not pile tombstones up.
+    if (incremental_ && (base_ || !pending_.empty())) p.erased.push_back({epoch_, x.entry.first});
     p.remove(r.cell, x.hash);
     --size_;
   }
@@ -292,6 +295,12 @@ class state_table {
   }
   // A snapshot's deferred part is being written.
   bool snapshot_ongoing() const noexcept { return frozen_ != nullptr; }
+  // Tombstones held for deltas (memory beside the entries).
+  std::size_t erased_keys() const noexcept {
+    std::size_t n = 0;
+    for (const auto& p : partitions_) n += p == nullptr ? 0 : p->erased.size();
+    return n;
+  }
 
  private:
   using traits = state_key_traits<K>;
