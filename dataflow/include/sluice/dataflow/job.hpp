@@ -39,6 +39,7 @@
 #include <sluice/dataflow/key_hash.hpp>
 #include <sluice/dataflow/operators.hpp>
 #include <sluice/dataflow/stage.hpp>
+#include <sluice/dataflow/state_ttl.hpp>
 #include <sluice/dataflow/task_parts.hpp>
 #include <sluice/snapshot/checkpoint.hpp>
 
@@ -328,6 +329,18 @@ class keyed_stream {
   // The max parallelism of the stage this stream feeds: as set, else default_key_groups.
   std::size_t max_parallelism() const noexcept { return key_groups_ == 0 ? default_key_groups : key_groups_; }
 
+  // This keyed stream with a state TTL for the stage it feeds (state_ttl.hpp): an aggregate's
+  // accumulators, a process's states, a join's records expire a ttl after their key's last write.
+  // Windows, top-n and window joins drop their state themselves: they refuse one. Of a two-input
+  // stage, set it on either input or on both alike. Not part of the job's identity.
+  //   bids.key_by<std::int64_t>(...).state_ttl(state_ttl::event_time(3'600'000)).aggregate<...>(...)
+  keyed_stream state_ttl(dataflow::state_ttl ttl) const {
+    keyed_stream out = *this;
+    out.ttl_ = ttl;
+    return out;
+  }
+  const dataflow::state_ttl& ttl() const noexcept { return ttl_; }
+
   // A new two-input stage: a tumbling event-time window join of this stream (the left input) with
   // `right`, keyed alike. For every left record l and right record r with equal keys whose event
   // times fall in the same window [start, start + size), emit(start, key, l, r) goes downstream
@@ -388,6 +401,7 @@ class keyed_stream {
   // A new stage of `parallelism` tasks that takes the records as they come, each key's records at
   // one task: stateless operators chained after it (map, filter, ...) run there.
   stream<T> partition(std::string name, std::size_t parallelism) const {
+    refuse_ttl("partition", name);
     const std::size_t stage = exchange(std::move(name), parallelism);
     return stream<T>(up_.job(), stage, [](task_builder& b, collector<T>& down) { b.set_input(b.make<gate_input<T>>(down)); },
                      keyed_identity(stage, {"op=partition"}));
@@ -416,7 +430,8 @@ class keyed_stream {
       parent(b, c);
     }, std::move(identity));
     keyed_stream<K, partial> out(std::move(partials), [](const partial& p) { return p.first; });
-    out.key_groups_ = key_groups_;  // the max parallelism set before combine() holds after it
+    out.key_groups_ = key_groups_;  // the max parallelism and TTL set before combine() hold after it
+    out.ttl_ = ttl_;
     return out;
   }
   static constexpr std::size_t default_combine_keys = 16384;
@@ -428,9 +443,9 @@ class keyed_stream {
                         std::function<Out(const K&, const Acc&)> emit) const {
     const std::size_t stage = exchange(std::move(name), parallelism);
     auto key = key_;
-    return stream<Out>(up_.job(), stage, [key, fold, emit](task_builder& b, collector<Out>& down) {
+    return stream<Out>(up_.job(), stage, [key, fold, emit, ttl = ttl_](task_builder& b, collector<Out>& down) {
       using op = keyed_aggregate<K, T, Acc, Out>;
-      auto& agg = b.make<op>(typename op::functions{key, fold, emit}, down, b.key_groups());
+      auto& agg = b.make<op>(typename op::functions{key, fold, emit}, down, b.key_groups(), ttl);
       b.add_state(agg);
       b.set_input(b.make<gate_input<T>>(agg));
     }, keyed_identity(stage, {"op=aggregate"}));
@@ -448,6 +463,7 @@ class keyed_stream {
                      std::function<std::uint64_t(const T&)> time, std::function<void(Acc&, const T&)> fold,
                      std::function<Out(std::uint64_t, const K&, const Acc&)> emit, window_options options = {}) const {
     detail::check_window("tumbling", size, size);
+    refuse_ttl("window", name);
     const std::size_t stage = exchange(std::move(name), parallelism);
     auto key = key_;
     return stream<Out>(up_.job(), stage, [size, time, key, fold, emit, options](task_builder& b, collector<Out>& down) {
@@ -471,6 +487,7 @@ class keyed_stream {
                              std::function<Out(std::uint64_t, const K&, const Acc&)> emit,
                              window_options options = {}) const {
     detail::check_window("sliding", size, slide);
+    refuse_ttl("sliding window", name);
     const std::size_t stage = exchange(std::move(name), parallelism);
     auto key = key_;
     return stream<Out>(up_.job(), stage, [size, slide, time, key, fold, emit, options](task_builder& b,
@@ -499,6 +516,7 @@ class keyed_stream {
                     std::function<std::type_identity_t<Rank>(const T&)> rank,
                     std::function<Out(const K&, std::size_t, const T&)> emit) const {
     if (n == 0) throw std::invalid_argument("top_n: n must be at least 1");
+    refuse_ttl("top_n", name);
     const std::size_t stage = exchange(std::move(name), parallelism);
     auto key = key_;
     return stream<Out>(up_.job(), stage, [n, time, key, rank, emit](task_builder& b, collector<Out>& down) {
@@ -536,6 +554,24 @@ class keyed_stream {
     right.close_by_key(groups);
     return stage;
   }
+  // For an operator whose state ends by itself (windows, top-n, a partition): a TTL is a mistake.
+  void refuse_ttl(const char* op, const std::string& name) const {
+    if (ttl_.on()) {
+      throw std::invalid_argument(std::string(op) + " '" + name + "': a state_ttl (" + ttl_.describe() +
+                                  ") applies to aggregate, process, process_with and join; this operator drops "
+                                  "its state itself");
+    }
+  }
+  // The TTL of a two-input stage: set on either input, or on both alike.
+  template <class R>
+  dataflow::state_ttl two_input_ttl(const keyed_stream<K, R>& right, std::size_t stage) const {
+    const dataflow::state_ttl& r = right.ttl();
+    if (ttl_.on() && r.on() && (ttl_.ttl != r.ttl || ttl_.domain != r.domain)) {
+      throw std::invalid_argument("stage '" + up_.job()->stages()[stage].name + "': its inputs set state_ttl " +
+                                  ttl_.describe() + " and " + r.describe() + "; a two-input stage has one");
+    }
+    return ttl_.on() ? ttl_ : r;
+  }
   // A keyed stage's identity: its key groups, then its operator's entries.
   std::vector<std::string> keyed_identity(std::size_t stage, std::vector<std::string> entries) const {
     entries.insert(entries.begin(), "key_groups=" + std::to_string(up_.job()->stages()[stage].key_groups));
@@ -545,6 +581,7 @@ class keyed_stream {
   stream<T> up_;
   std::function<K(const T&)> key_;
   std::size_t key_groups_ = 0;  // 0: not set (default_key_groups)
+  dataflow::state_ttl ttl_;     // off unless set
 };
 
 template <class T>

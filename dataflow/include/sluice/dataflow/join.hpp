@@ -160,6 +160,8 @@ stream<Out> keyed_stream<K, T>::window_join(const keyed_stream<K, R>& right, std
                                             std::function<Out(std::uint64_t, const K&, const T&, const R&)> emit) const {
   if (up_.job() != right.upstream().job()) throw std::invalid_argument("window join: both inputs must be of one job");
   if (size == 0) throw std::invalid_argument("window join '" + name + "': window size must be at least 1");
+  refuse_ttl("window join", name);
+  right.refuse_ttl("window join", name);
   const std::size_t stage = exchange_with(right, std::move(name), parallelism);
   using op = tumbling_window_join<K, T, R, Out>;
   typename op::functions fns{std::move(left_time), std::move(right_time), key_, right.key(), std::move(emit)};

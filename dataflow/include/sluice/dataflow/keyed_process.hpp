@@ -35,6 +35,7 @@
 #include <sluice/dataflow/job.hpp>
 #include <sluice/dataflow/operators.hpp>
 #include <sluice/dataflow/state_table.hpp>
+#include <sluice/dataflow/state_ttl.hpp>
 
 #include <cstdint>
 #include <algorithm>
@@ -111,15 +112,23 @@ class keyed_process_core {
   using context = process_context<K, S, Out>;
   using on_timer_fn = std::function<void(std::uint64_t, context&)>;
 
-  keyed_process_core(on_timer_fn on_timer, collector<Out>& out, std::size_t key_groups, const char* what)
-      : on_timer_(std::move(on_timer)), out_(&out), table_(what, key_groups) {}
+  keyed_process_core(on_timer_fn on_timer, collector<Out>& out, std::size_t key_groups, const char* what,
+                     state_ttl ttl)
+      : on_timer_(std::move(on_timer)), out_(&out), table_(what, key_groups), clock_(ttl) {
+    table_.set_ttl(ttl.ttl);
+  }
 
+  // Runs fn with the key's context, its state expired first if due (state TTL).
   template <class Fn>
   void with_key(const K& key, Fn&& fn) {
+    if (clock_.processing()) table_.advance_time(clock_.at_record());
+    expire_if_due(key);
     context ctx(*this, key);
     fn(ctx);
+    if (table_.ttl() != 0) table_.sweep(ttl_sweep_per_record, [this](auto r) { expire(r); });
   }
   void watermark(std::uint64_t t) {
+    if (clock_.event()) table_.advance_time(t);
     advance(t);
     out_->watermark(t);
   }
@@ -169,6 +178,7 @@ class keyed_process_core {
   void confirm(snapshot::checkpoint_id id) { table_.confirm(id); }
   void restore_state(std::span<const std::byte> bytes, const char* what) {
     timers_.clear();
+    if (clock_.processing()) table_.set_time(clock_.fresh());
     if (!bytes.empty() && bytes[0] == std::byte{1}) {
       table_.clear();
       auto [watermark, states, timers] =
@@ -179,21 +189,48 @@ class keyed_process_core {
       return;
     }
     if (!is_version(bytes, 2)) throw std::runtime_error(std::string("restore ") + what + ": unknown state version");
-    watermark_ = restore_with_table<std::uint64_t>(bytes, what, table_);
+    watermark_ = restore_with_table<std::uint64_t>(bytes, what, table_, [this](std::uint64_t watermark) {
+      table_.set_time(clock_.processing() ? clock_.fresh() : watermark);
+    });
     table_.for_each([&](const K& key, const process_entry<S>& e) {
       for (std::uint64_t t : e.timers) timers_.emplace(t, key);
       runtime::pace_point();
     });
   }
+  // Keys with a live state.
   std::size_t keys() const {
     std::size_t n = 0;
-    table_.for_each([&](const K&, const process_entry<S>& e) { n += e.has_state ? 1 : 0; });
+    table_.for_each_ref([&](auto r) { n += table_.value(r).has_state && !table_.expired(r) ? 1 : 0; });
     return n;
   }
   std::size_t pending_timers() const noexcept { return timers_.size(); }
+  // Entries held: keys with a state or timers, expired ones not dropped yet too (memory).
+  std::size_t entries() const noexcept { return table_.size(); }
 
  private:
   using timer = std::pair<std::uint64_t, K>;
+  using ref = typename state_table<K, process_entry<S>>::ref;
+
+  // State TTL: the key's entry is expired (its last write a ttl ago): its state goes, its timers stay
+  // (the entry, written, is live again), an entry of neither goes. So no expired entry is ever seen
+  // by the calls below, which find entries through the table's live-only lookups.
+  void expire(ref r) {
+    if (table_.value(r).has_state) {
+      process_entry<S>& e = table_.modify(r);
+      e.has_state = false;
+      e.state = S{};
+      if (!e.empty()) return;
+    } else if (!table_.value(r).timers.empty()) {
+      table_.modify(r);
+      return;
+    }
+    table_.erase(r);
+  }
+  void expire_if_due(const K& key) {
+    if (table_.ttl() == 0) return;
+    const auto r = table_.locate_any(key);
+    if (r && table_.expired(*r)) expire(*r);
+  }
 
   // Takes time t off the key's entry (the index no longer has it); an entry left empty goes.
   void drop_timer(std::uint64_t t, const K& key) {
@@ -210,6 +247,7 @@ class keyed_process_core {
     if (t > watermark_) watermark_ = t;
     while (!timers_.empty() && timers_.begin()->first <= watermark_) {
       auto node = timers_.extract(timers_.begin());  // owns the key while the callback runs
+      expire_if_due(node.value().second);
       drop_timer(node.value().first, node.value().second);
       if (on_timer_) {
         context ctx(*this, node.value().second);
@@ -222,6 +260,7 @@ class keyed_process_core {
   on_timer_fn on_timer_;
   collector<Out>* out_;
   state_table<K, process_entry<S>> table_;
+  ttl_clock clock_;
   std::set<timer> timers_;  // (time, key): fired in time order, ties in key order
   std::uint64_t watermark_ = 0;
 };
@@ -238,9 +277,9 @@ class keyed_process final : public collector<T>, public stateful, public chain_p
     std::function<void(const T&, context&)> on_record;
     std::function<void(std::uint64_t, context&)> on_timer;  // may be empty: a timer then does nothing
   };
-  keyed_process(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups)
+  keyed_process(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups, state_ttl ttl = {})
       : key_(std::move(fns.key)), on_record_(std::move(fns.on_record)),
-        core_(std::move(fns.on_timer), out, key_groups, "keyed process") {}
+        core_(std::move(fns.on_timer), out, key_groups, "keyed process", ttl) {}
 
   void collect(const T& record) override {
     core_.with_key(key_(record), [&](context& ctx) { on_record_(record, ctx); });
@@ -256,6 +295,7 @@ class keyed_process final : public collector<T>, public stateful, public chain_p
 
   // Keys that have a state; timers set and not fired or cancelled.
   std::size_t keys() const { return core_.keys(); }
+  std::size_t entries() const noexcept { return core_.entries(); }
   std::size_t pending_timers() const noexcept { return core_.pending_timers(); }
   std::uint64_t current_watermark() const noexcept { return core_.watermark(); }
 
@@ -278,9 +318,11 @@ class keyed_co_process final : public stateful, public chain_part {
     std::function<void(const R&, context&)> on_right;
     std::function<void(std::uint64_t, context&)> on_timer;  // may be empty: a timer then does nothing
   };
-  keyed_co_process(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups)
+  keyed_co_process(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups,
+                   state_ttl ttl = {})
       : left_key_(std::move(fns.left_key)), right_key_(std::move(fns.right_key)), on_left_(std::move(fns.on_left)),
-        on_right_(std::move(fns.on_right)), core_(std::move(fns.on_timer), out, key_groups, "keyed co-process") {}
+        on_right_(std::move(fns.on_right)),
+        core_(std::move(fns.on_timer), out, key_groups, "keyed co-process", ttl) {}
 
   void left(const L& record) {
     core_.with_key(left_key_(record), [&](context& ctx) { on_left_(record, ctx); });
@@ -298,6 +340,7 @@ class keyed_co_process final : public stateful, public chain_part {
   void restore_state(std::span<const std::byte> bytes) override { core_.restore_state(bytes, "keyed co-process"); }
 
   std::size_t keys() const { return core_.keys(); }
+  std::size_t entries() const noexcept { return core_.entries(); }
   std::size_t pending_timers() const noexcept { return core_.pending_timers(); }
   std::uint64_t current_watermark() const noexcept { return core_.watermark(); }
 
@@ -348,8 +391,8 @@ stream<Out> keyed_stream<K, T>::process(
   const std::size_t stage = exchange(std::move(name), parallelism);
   using op = keyed_process<K, T, S, Out>;
   typename op::functions fns{key_, std::move(on_record), std::move(on_timer)};
-  return stream<Out>(up_.job(), stage, [fns](task_builder& b, collector<Out>& down) {
-    auto& p = b.make<op>(fns, down, b.key_groups());
+  return stream<Out>(up_.job(), stage, [fns, ttl = ttl_](task_builder& b, collector<Out>& down) {
+    auto& p = b.make<op>(fns, down, b.key_groups(), ttl);
     b.add_state(p);
     b.set_input(b.make<gate_input<T>>(p));
   }, keyed_identity(stage, {"op=process"}));
@@ -369,8 +412,8 @@ stream<Out> keyed_stream<K, T>::process_with(
   const std::size_t stage = exchange_with(right, std::move(name), parallelism);
   using op = keyed_co_process<K, T, R, S, Out>;
   typename op::functions fns{key_, right.key(), std::move(on_left), std::move(on_right), std::move(on_timer)};
-  return stream<Out>(up_.job(), stage, [fns](task_builder& b, collector<Out>& down) {
-    auto& p = b.make<op>(fns, down, b.key_groups());
+  return stream<Out>(up_.job(), stage, [fns, ttl = two_input_ttl(right, stage)](task_builder& b, collector<Out>& down) {
+    auto& p = b.make<op>(fns, down, b.key_groups(), ttl);
     b.add_state(p);
     b.set_input(b.make<process_with_input<K, T, R, S, Out>>(b.input_channels().at(0), p));
   }, keyed_identity(stage, {"op=process_with"}));

@@ -11,6 +11,7 @@
 #include <sluice/dataflow/collector.hpp>
 #include <sluice/dataflow/key_hash.hpp>
 #include <sluice/dataflow/state_table.hpp>
+#include <sluice/dataflow/state_ttl.hpp>
 #include <sluice/runtime/fiber.hpp>
 
 #include <algorithm>
@@ -114,9 +115,10 @@ inline bool is_version(std::span<const std::byte> bytes, std::uint8_t version) n
   return !bytes.empty() && bytes[0] == std::byte{version};
 }
 // Reads such a state into `table` and returns its head; errors name `what`. The table's stream
-// replaces its state, or applies on it when a delta (state_table.hpp).
-template <class Head, class Table>
-Head restore_with_table(std::span<const std::byte> bytes, const std::string& what, Table& table) {
+// replaces its state, or applies on it when a delta (state_table.hpp); before it, before_table(head)
+// runs (an operator setting the table's time from the head).
+template <class Head, class Table, class Before>
+Head restore_with_table(std::span<const std::byte> bytes, const std::string& what, Table& table, Before before_table) {
   buffers::byte_reader r(bytes.subspan(1));
   Head head;
   try {
@@ -124,8 +126,13 @@ Head restore_with_table(std::span<const std::byte> bytes, const std::string& wha
   } catch (const std::exception& e) {
     throw std::runtime_error("restore " + what + ": " + e.what());
   }
+  before_table(head);
   table.restore(r);
   return head;
+}
+template <class Head, class Table>
+Head restore_with_table(std::span<const std::byte> bytes, const std::string& what, Table& table) {
+  return restore_with_table<Head>(bytes, what, table, [](const Head&) {});
 }
 // Every entry of a table of namespaced keys, indexed by its namespace (a window start, a time).
 template <class Table, class Index>
@@ -184,6 +191,8 @@ std::vector<typename state_table<K, V>::ref> in_key_order(const state_table<K, V
 // Folds every record of a key into an accumulator; at the end of the input emits emit(key, acc) for
 // every key, in key order, once (also across a recovery: the state remembers it was done). The
 // accumulators are in a state_table by key group: a snapshot freezes it and writes it in slices.
+// With a state TTL (state_ttl.hpp) a key's accumulator expires a ttl after its last record: the
+// next record of the key starts from Acc{}, and the end of the input emits only live keys.
 template <class K, class In, class Acc, class Out>
 class keyed_aggregate final : public collector<In>, public stateful, public chain_part {
  public:
@@ -192,14 +201,29 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
     std::function<void(Acc&, const In&)> fold;
     std::function<Out(const K&, const Acc&)> emit;
   };
-  keyed_aggregate(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups)
-      : fns_(std::move(fns)), out_(&out), state_("keyed aggregate", key_groups) {}
+  keyed_aggregate(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups,
+                  state_ttl ttl = {})
+      : fns_(std::move(fns)), out_(&out), state_("keyed aggregate", key_groups), clock_(ttl) {
+    state_.set_ttl(ttl.ttl);
+  }
 
-  void collect(const In& record) override { fns_.fold(state_.upsert(fns_.key(record)), record); }
-  void watermark(std::uint64_t t) override { out_->watermark(t); }
+  void collect(const In& record) override {
+    if (clock_.processing()) state_.advance_time(clock_.at_record());
+    fns_.fold(state_.upsert(fns_.key(record)), record);
+    if (state_.ttl() != 0) state_.sweep(detail::ttl_sweep_per_record, [this](auto r) { state_.erase(r); });
+  }
+  void watermark(std::uint64_t t) override {
+    watermark_ = std::max(watermark_, t);
+    if (clock_.event()) state_.advance_time(t);
+    out_->watermark(t);
+  }
   void end_of_data() override {
     if (!emitted_) {
-      for (const auto& r : detail::in_key_order(state_)) {
+      if (clock_.processing()) state_.advance_time(clock_.fresh());
+      auto refs = state_.refs();
+      std::erase_if(refs, [this](const auto& r) { return state_.expired(r); });
+      detail::sort_by_key(state_, refs);
+      for (const auto& r : refs) {
         out_->collect(fns_.emit(state_.key(r), state_.value(r)));
         runtime::pace_point();
       }
@@ -207,9 +231,11 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
     }
     out_->end_of_data();
   }
-  // Version 3: (emitted), then the table (state_table.hpp) from snapshot_rest(). Version 1, the
-  // entries in key order, still restores.
-  std::vector<std::byte> snapshot_state() const override { return detail::encode_head(3, emitted_); }
+  // Version 4: (emitted, watermark), then the table (state_table.hpp) from snapshot_rest(). Versions
+  // 3 (emitted, then the table) and 1 (the entries in key order) still restore.
+  std::vector<std::byte> snapshot_state() const override {
+    return detail::encode_head(4, std::make_pair(emitted_, watermark_));
+  }
   std::unique_ptr<snapshot::deferred_state> snapshot_rest(snapshot::checkpoint_id id) override {
     return state_.freeze(id);
   }
@@ -223,15 +249,24 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
       for (auto& [key, acc] : entries) state_.upsert(key) = std::move(acc);
       return;
     }
-    if (!detail::is_version(bytes, 3)) throw std::runtime_error("restore keyed aggregate: unknown state version");
-    emitted_ = detail::restore_with_table<bool>(bytes, "keyed aggregate", state_);
+    if (detail::is_version(bytes, 3)) {
+      emitted_ = detail::restore_with_table<bool>(bytes, "keyed aggregate", state_);
+      return;
+    }
+    if (!detail::is_version(bytes, 4)) throw std::runtime_error("restore keyed aggregate: unknown state version");
+    std::tie(emitted_, watermark_) = detail::restore_with_table<std::pair<bool, std::uint64_t>>(
+        bytes, "keyed aggregate", state_,
+        [this](const auto& head) { state_.set_time(clock_.processing() ? clock_.fresh() : head.second); });
   }
+  // Keys with an accumulator (expired ones the table has not dropped yet too).
   std::size_t keys() const noexcept { return state_.size(); }
 
  private:
   functions fns_;
   collector<Out>* out_;
   state_table<K, Acc> state_;
+  detail::ttl_clock clock_;
+  std::uint64_t watermark_ = 0;
   bool emitted_ = false;
 };
 

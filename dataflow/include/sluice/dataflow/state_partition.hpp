@@ -10,6 +10,9 @@
 // last captured for (a snapshot frozen at epoch F owes a live cell whose stamp is below F), and
 // `changed`, the epoch of its last write (a delta on a base frozen at epoch B owes only the cells
 // changed at B or later).
+//
+// A table with a state TTL (state_ttl.hpp) keeps beside the cells, by cell index, the time of each
+// entry's last write (`touched`); a table without one keeps nothing there.
 
 #include <sluice/runtime/assert.hpp>
 
@@ -64,6 +67,7 @@ struct state_partition {
   std::vector<std::uint32_t> free;
   std::vector<state_bucket> index;    // a power of two long, or empty
   std::vector<tombstone> erased;      // in epoch order
+  std::vector<std::uint64_t> touched; // by cell: its entry's last write time (TTL tables only)
 
   cell& at(std::uint32_t c) const noexcept {
     const std::uint32_t shifted = c + 8;

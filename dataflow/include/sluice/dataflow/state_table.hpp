@@ -34,9 +34,19 @@
 //   section    := group u32, kind u8, entries u32, bytes u64, then
 //                   kind 0: entry*  (codec<K> key, codec<V> value; any order)
 //                   kind 1: codec<K> key*  (keys erased since the base; before the group's entries)
+//                   kind 2: (entry, u64 last write time)*  (a table with a state TTL)
 //   terminator := u32 0xffffffff
 // All integers little-endian. A stream without a header (written before incremental snapshots) is
 // a whole state. restore() reads either.
+//
+// State TTL (state_ttl.hpp). A table given a ttl keeps each entry's last write time (the table's
+// time, which its operator advances: the watermark, or the processing time) and treats an entry
+// whose time plus the ttl is reached as gone: locate(), find() and contains() do not see it, and
+// emplace() makes it anew (V{}). The entries stay until sweep() visits them (an operator calls it a
+// few cells per record, so a table never holds much more than what was written within a ttl) or an
+// operator drops them. Snapshots carry the times (kind 2), so an entry expired before a checkpoint
+// is expired after its restore too; a stream without times restored into a table with a ttl takes
+// the table's time then (the TTL was just turned on), and a table without one ignores them.
 //
 // Every call runs on the task's executor (the table is the operator's, and the operator is the
 // task's). Nothing here locks.
@@ -50,6 +60,7 @@
 #include <sluice/snapshot/checkpoint.hpp>
 #include <sluice/snapshot/deferred_state.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <compare>
 #include <tuple>
@@ -98,6 +109,7 @@ inline constexpr std::uint32_t state_stream_whole = 0xfffffffdu;
 inline constexpr std::uint32_t state_stream_delta = 0xfffffffeu;
 inline constexpr std::uint8_t section_full = 0;
 inline constexpr std::uint8_t section_erased = 1;
+inline constexpr std::uint8_t section_timed = 2;
 // The longest chain of deltas a table writes before a whole snapshot again (recovery reads them all).
 inline constexpr std::uint32_t max_chain_deltas = 8;
 inline void write_u64(buffers::byte_writer& w, std::uint64_t v) { buffers::codec<std::uint64_t>::encode(w, v); }
@@ -129,7 +141,14 @@ class state_table {
   std::size_t key_groups() const noexcept { return groups_; }
 
   // --- reading --------------------------------------------------------------------------------
+  // The key's live entry (not expired: see State TTL above).
   std::optional<ref> locate(const K& key) const {
+    const std::optional<ref> r = locate_any(key);
+    if (r && expired(*r)) return std::nullopt;
+    return r;
+  }
+  // The key's entry, expired or not.
+  std::optional<ref> locate_any(const K& key) const {
     const std::uint64_t h = traits::group_hash(key);
     const key_group g = key_group_of_hash(h, groups_);
     const partition* p = partitions_[g].get();
@@ -146,7 +165,7 @@ class state_table {
   const K& key(ref r) const { return cell_of(r).entry.first; }
   const V& value(ref r) const { return cell_of(r).entry.second; }
 
-  // Calls f(key, value) for every entry (group by group, cells in slab order).
+  // Calls f(key, value) for every entry, expired ones too (group by group, cells in slab order).
   template <class F>
   void for_each(F&& f) const {
     for (const auto& p : partitions_) {
@@ -177,7 +196,8 @@ class state_table {
   }
 
   // --- writing: each captures the entry for an ongoing snapshot before it changes ---------------
-  // The key's entry, made with V{} if it had none; inserted says which. (Counted as a write.)
+  // The key's entry, made with V{} if it had none (or only an expired one); inserted says which.
+  // (Counted as a write.)
   std::pair<ref, bool> emplace(const K& key) {
     const std::uint64_t h = traits::group_hash(key);
     const key_group g = key_group_of_hash(h, groups_);
@@ -187,11 +207,15 @@ class state_table {
     const std::uint32_t h32 = hash32(traits::own_hash(key, h));
     if (const std::size_t at = p.find(key, h32); at != detail::no_bucket) {
       const ref r{g, p.index[at].cell()};
-      written(r, p.at(r.cell));
-      return {r, false};
+      cell& x = p.at(r.cell);
+      const bool gone = expired(r);
+      written(r, x);
+      if (gone) x.entry.second = V{};
+      return {r, gone};
     }
     const std::uint32_t c = p.insert(key, h32, epoch_);
     ++size_;
+    touch(p, c, now_);
     return {ref{g, c}, true};
   }
   V& upsert(const K& key) { return cell_of(emplace(key).first).entry.second; }
@@ -206,8 +230,9 @@ class state_table {
     const std::optional<ref> r = locate(key);
     return r ? &modify(*r) : nullptr;
   }
+  // Erases the key's entry, expired or not.
   bool erase(const K& key) {
-    const std::optional<ref> r = locate(key);
+    const std::optional<ref> r = locate_any(key);
     if (!r) return false;
     erase(*r);
     return true;
@@ -232,6 +257,45 @@ class state_table {
     base_.reset();
     pending_.clear();
     restored_ = {};
+    sweep_ = {};
+  }
+
+  // --- state TTL (see the top of the file) ------------------------------------------------------
+  // Entries expire `ttl` after their last write (0: never). Set it before the first entry.
+  void set_ttl(std::uint64_t ttl) noexcept { ttl_ = ttl; }
+  std::uint64_t ttl() const noexcept { return ttl_; }
+  // The table's time: what writes record, and what expiry is measured against. advance_time()
+  // only moves it forward; set_time() sets it (a restore: the restored operator's time).
+  void advance_time(std::uint64_t now) noexcept { now_ = std::max(now_, now); }
+  void set_time(std::uint64_t now) noexcept { now_ = now; }
+  std::uint64_t time() const noexcept { return now_; }
+  bool expired(ref r) const noexcept {
+    if (ttl_ == 0 || now_ < ttl_) return false;  // written at or after time 0: none can be
+    const partition& p = *partitions_[r.group];
+    return r.cell < p.touched.size() && p.touched[r.cell] <= now_ - ttl_;
+  }
+  // Visits up to `visits` cells from where the last sweep stopped (round and round the table) and
+  // calls expire(ref) for each expired entry; expire erases it, or changes it (a write: it is live
+  // again). Returns the entries it called expire for.
+  template <class F>
+  std::size_t sweep(std::size_t visits, F&& expire) {
+    if (ttl_ == 0 || size_ == 0) return 0;
+    std::size_t found = 0;
+    for (std::size_t i = 0; i < visits; ++i) {
+      if (sweep_.group >= groups_) sweep_ = {};
+      const partition* p = partitions_[sweep_.group].get();
+      if (p == nullptr || sweep_.cell >= p->used) {
+        ++sweep_.group;
+        sweep_.cell = 0;
+        continue;
+      }
+      const ref r{static_cast<key_group>(sweep_.group), sweep_.cell++};
+      if (p->at(r.cell).live() && expired(r)) {
+        expire(r);
+        ++found;
+      }
+    }
+    return found;
   }
 
   // --- snapshots ------------------------------------------------------------------------------
@@ -246,6 +310,7 @@ class state_table {
     f.table = this;
     f.epoch = epoch_;
     f.checkpoint = checkpoint;
+    f.timed = ttl_ != 0;
     f.high_water.resize(groups_);
     std::size_t erased = 0;
     for (key_group g = 0; g < groups_; ++g) {
@@ -326,6 +391,7 @@ class state_table {
     state_table* table = nullptr;  // null once the table is gone
     std::uint32_t epoch = 0;
     snapshot::checkpoint_id checkpoint = snapshot::no_checkpoint;
+    bool timed = false;                               // entries carry their write times (a TTL)
     std::optional<link> base;                         // a delta on it; none: the whole state
     std::vector<std::uint32_t> high_water;            // per group: cells at the freeze
     std::unordered_map<key_group, section> captured;  // groups ahead of the walk, captured before writes
@@ -365,9 +431,10 @@ class state_table {
         const partition* p = t.partitions_[g].get();
         const std::uint32_t end = f_->high_water[g];
         while (p != nullptr && f_->next_cell < end && f_->current.bytes.size() < budget && visits < budget / 4) {
-          cell& x = p->at(f_->next_cell++);
+          const ref at{g, f_->next_cell++};
+          cell& x = p->at(at.cell);
           ++visits;
-          if (f_->owes(x)) t.encode_into(f_->current, x);
+          if (f_->owes(x)) t.encode_into(f_->current, at, x);
         }
         if (p != nullptr && f_->next_cell < end) {
           if (f_->current.bytes.size() >= budget) flush(out);
@@ -430,7 +497,7 @@ class state_table {
       if (s.entries == 0) return;
       buffers::byte_writer w(out);
       buffers::detail::write_u32(w, f_->group);
-      buffers::codec<std::uint8_t>::encode(w, detail::section_full);
+      buffers::codec<std::uint8_t>::encode(w, f_->timed ? detail::section_timed : detail::section_full);
       buffers::detail::write_u32(w, s.entries);
       detail::write_u64(w, s.bytes.size());
       w.write(s.bytes);
@@ -485,7 +552,7 @@ class state_table {
                                " key groups");
     }
     const auto kind = buffers::codec<std::uint8_t>::decode(r);
-    if (kind != detail::section_full && !(delta && kind == detail::section_erased)) {
+    if (kind != detail::section_full && kind != detail::section_timed && !(delta && kind == detail::section_erased)) {
       throw std::runtime_error("unknown section kind " + std::to_string(kind));
     }
     const std::uint32_t entries = buffers::detail::read_u32(r, "entries");
@@ -498,9 +565,11 @@ class state_table {
         erase(key);
       } else {
         V value = buffers::codec<V>::decode(r);
+        const std::uint64_t written_at = kind == detail::section_timed ? detail::read_u64(r) : now_;
         auto [at, inserted] = emplace(key);
         if (!inserted && !delta) throw std::runtime_error("a key twice in one key group");
         cell_of(at).entry.second = std::move(value);
+        touch(*partitions_[at.group], at.cell, written_at);
       }
       runtime::pace_point();  // a large table restores in slices when on a fiber (docs/state.md)
     }
@@ -513,18 +582,29 @@ class state_table {
     capture(r, x);
     // Planted: a changed value is not marked, so the next delta leaves it out (a lost delta).
     if (!SLUICE_PLANTED("delta-loses-write")) x.changed = epoch_;
+    touch(*partitions_[r.group], r.cell, now_);
+  }
+  // Records cell c's write time (a table with a TTL).
+  void touch(partition& p, std::uint32_t c, std::uint64_t at) {
+    if (ttl_ == 0) return;
+    if (p.touched.size() < p.used) p.touched.resize(std::max<std::size_t>(p.used, p.touched.size() * 2));
+    p.touched[c] = at;
   }
   // Capture before write: the entry's value at the freeze goes into the ongoing snapshot first.
   void capture(ref r, cell& x) {
     if (frozen_ == nullptr || !frozen_->owes(x)) return;
     frozen& f = *frozen_;
     const bool walking = r.group == f.group && f.started;
-    encode_into(walking ? f.current : f.captured[r.group], x);
+    encode_into(walking ? f.current : f.captured[r.group], r, x);
   }
-  void encode_into(section& s, cell& x) {
+  void encode_into(section& s, ref r, cell& x) {
     buffers::byte_writer w(s.bytes);
     buffers::codec<K>::encode(w, x.entry.first);
     buffers::codec<V>::encode(w, x.entry.second);
+    if (frozen_->timed) {
+      const partition& p = *partitions_[r.group];
+      detail::write_u64(w, r.cell < p.touched.size() ? p.touched[r.cell] : now_);
+    }
     ++s.entries;
     x.stamp = frozen_->epoch;
   }
@@ -541,6 +621,12 @@ class state_table {
   std::uint32_t epoch_ = 1;         // writes now carry it; a freeze starts the next
   std::shared_ptr<frozen> frozen_;  // the ongoing snapshot
   bool incremental_ = true;
+  std::uint64_t ttl_ = 0;           // state TTL: 0, none
+  std::uint64_t now_ = 0;           // the table's time (a TTL's)
+  struct {
+    std::size_t group = 0;
+    std::uint32_t cell = 0;
+  } sweep_;                         // where the next sweep() starts
   std::optional<link> base_;        // the newest complete snapshot: the next delta's base
   std::vector<link> pending_;       // snapshots frozen, not yet known complete (oldest first)
   struct {
