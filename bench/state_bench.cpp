@@ -5,10 +5,14 @@
 //   (median of --runs, alternating which goes first), as a ratio;
 // - per checkpoint, from the job's history (docs/operations.md): the end-to-end duration (median
 //   and longest), the longest synchronous part of any task's snapshot (sync: the executor's stall
-//   for the snapshot), the operator state held and the bytes the checkpoint wrote (median; every
-//   checkpoint still writes the whole state, so the two are equal until incremental checkpoints);
-// - the job resumed from its last checkpoint (the finished job's final one, which holds the whole
-//   table): restore time, from the run's start to every task restored (median of --runs).
+//   for the snapshot) and the bytes the checkpoint wrote (operator and channel state, median: a
+//   delta writes what changed since its base);
+// - per checkpoint the run left on disk (retention keeps the newest 3 and what they require), the
+//   full state: the bytes a recovery from it reads, its chains' base files included
+//   (checkpoint_info::state_bytes, as `sluice checkpoints` shows it), median;
+// - the job resumed from its last checkpoint (the finished job's final one, maybe a delta on a
+//   chain): restore time, from the run's start to every task restored (median of --runs), and the
+//   full state of that checkpoint.
 
 #include "bench.hpp"
 #include "wordcount_runs.hpp"
@@ -17,6 +21,8 @@
 #include <sluice/dataflow/samples.hpp>
 #include <sluice/runtime/sync_wait.hpp>
 #include <sluice/snapshot/checkpoint_history.hpp>
+#include <sluice/snapshot/checkpoint_report.hpp>
+#include <sluice/snapshot/checkpoint_storage.hpp>
 
 #include <fmt/core.h>
 
@@ -62,10 +68,28 @@ std::vector<std::uint64_t> parse_keys(const std::string& list) {
 struct size_figures {
   std::vector<double> duration_ms;
   std::vector<double> sync_us;
-  std::vector<double> state_bytes;
-  std::vector<double> written_bytes;
+  std::vector<double> written_bytes;  // per completed checkpoint (history)
+  std::vector<double> state_bytes;    // per checkpoint kept on disk: the full state a recovery reads
+  std::vector<double> restore_state_bytes;  // the full state of the checkpoint the resumed run read
   std::vector<double> restore_ms;
 };
+
+runtime::task<io::result<std::vector<ss::checkpoint_info>>> list_checkpoints(std::string dir) {
+  ss::checkpoint_storage storage(std::move(dir));
+  co_return co_await storage.list();
+}
+
+// The full state of every valid checkpoint in `dir` into `f`; that of the resume point too.
+void read_full_states(const std::string& dir, size_figures& f) {
+  auto listed = runtime::sync_wait(list_checkpoints(dir));
+  if (!listed) throw std::runtime_error("state bench: " + listed.error().message());
+  const ss::checkpoint_id resume = ss::resume_point(*listed);
+  for (const auto& info : *listed) {
+    if (!info.valid || !info.state_bytes) continue;
+    f.state_bytes.push_back(static_cast<double>(*info.state_bytes));
+    if (info.id == resume) f.restore_state_bytes.push_back(static_cast<double>(*info.state_bytes));
+  }
+}
 
 double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -74,7 +98,7 @@ class state_bench final : public benchmark {
   std::string_view name() const noexcept override { return "state"; }
   std::string_view description() const noexcept override {
     return "keyed state at 100 to millions of keys: throughput vs a one-thread count, checkpoint duration, sync "
-           "stall, bytes written, restore time";
+           "stall, bytes each checkpoint wrote and its full state, restore time";
   }
   std::vector<option> options() override {
     return {{"--keys", "distinct keys, a comma-separated list (each size is measured in turn)", &keys_},
@@ -109,7 +133,6 @@ class state_bench final : public benchmark {
       if (!checkpoints || c == nullptr || !c->completed) continue;
       f.duration_ms.push_back(ms(c->duration));
       f.sync_us.push_back(ms(c->max_sync_duration) * 1000.0);
-      f.state_bytes.push_back(static_cast<double>(c->operator_state_bytes));
       f.written_bytes.push_back(static_cast<double>(c->operator_state_bytes + c->channel_state_bytes));
     }
   }
@@ -141,6 +164,7 @@ class state_bench final : public benchmark {
           const auto interval = std::chrono::milliseconds(interval_ms_);
           const double s = run_wordcount_job("state", dir, input, parallelism_, interval, true).seconds;
           read_history(dir, f, true);
+          read_full_states(dir + "/chk", f);
           // Resumed from the final checkpoint: the restore of the whole table.
           if (!run_wordcount_job("state", dir, input, parallelism_, interval, false).result.resumed_from) {
             throw std::runtime_error("state bench: the second run did not resume");
@@ -149,15 +173,22 @@ class state_bench final : public benchmark {
           return words / s;
         },
         [&] { return words / one_thread_count_seconds(input); });
+    report(common, out, distinct, r, f);
+  }
+
+  void report(const common_options& common, const reporter& out, std::size_t distinct, const paired_result& r,
+              const size_figures& f) const {
     const auto longest = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
     out.result(name(),
                fmt::format("state, {} keys: {}/s words  baseline (one thread, unordered_map) {}/s  ratio {:.2f}  |  "
-                           "{} checkpoints: {:.0f} ms median, {:.0f} ms longest, sync longest {:.0f} us, state {} "
-                           "median, written {} median  |  restore {:.0f} ms  (parallelism {}, every {} ms)",
+                           "{} checkpoints: {:.0f} ms median, {:.0f} ms longest, sync longest {:.0f} us, wrote {} "
+                           "median  |  full state {} median of the {} kept  |  restore {:.0f} ms of a {} full state  "
+                           "(parallelism {}, every {} ms)",
                            distinct, human_rate(r.figure), human_rate(r.baseline), r.figure / r.baseline,
                            f.duration_ms.size(), median(f.duration_ms), longest(f.duration_ms), longest(f.sync_us),
-                           human_bytes(median(f.state_bytes)), human_bytes(median(f.written_bytes)),
-                           median(f.restore_ms), parallelism_, interval_ms_),
+                           human_bytes(median(f.written_bytes)), human_bytes(median(f.state_bytes)),
+                           f.state_bytes.size(), median(f.restore_ms), human_bytes(median(f.restore_state_bytes)),
+                           parallelism_, interval_ms_),
                {{"keys", std::uint64_t{distinct}},
                 {"words_per_s", r.figure},
                 {"baseline_words_per_s", r.baseline},
@@ -166,9 +197,11 @@ class state_bench final : public benchmark {
                 {"checkpoint_median_ms", median(f.duration_ms)},
                 {"checkpoint_max_ms", longest(f.duration_ms)},
                 {"sync_max_us", longest(f.sync_us)},
-                {"state_bytes", median(f.state_bytes)},
                 {"written_bytes", median(f.written_bytes)},
+                {"state_bytes", median(f.state_bytes)},
+                {"state_checkpoints", std::uint64_t{f.state_bytes.size()}},
                 {"restore_ms", median(f.restore_ms)},
+                {"restore_state_bytes", median(f.restore_state_bytes)},
                 {"parallelism", std::uint64_t{parallelism_}},
                 {"interval_ms", interval_ms_},
                 {"runs", std::uint64_t{common.runs}}});

@@ -44,6 +44,9 @@ Columns:
   OPERATOR       bytes of operator state, all tasks
   CHANNEL        bytes of channel state (in-flight buffers of unaligned checkpoints), all tasks
   WRITTEN        bytes of the checkpoint's own state files (not of the checkpoints it requires)
+  STATE          the full state: bytes a recovery from it reads, its own files and, for a delta,
+                 the same task's files down each delta operator's chain (whole, each once);
+                 "-" unless the checkpoint is valid
   REQUIRES       the checkpoints whose state this one's is a delta on (incremental checkpoints):
                  it is valid only if they are, and retention keeps them while it keeps this one
   CREATED (UTC)  when the checkpoint was committed (manifest), ISO-8601
@@ -65,8 +68,8 @@ Then the history jobs keep in DIR/history.jsonl across restarts (newest --recent
 
 --json prints one object per checkpoint per line and nothing else on stdout, with the fields
 id, status ("valid"|"invalid"), reason, fault, mode, tasks, operator_state_bytes,
-channel_state_bytes, size_bytes, written_bytes (both the checkpoint's own files), requires (an
-array of ids), created_unix_ms, resume_point (null where unknown); then the
+channel_state_bytes, size_bytes, written_bytes (both the checkpoint's own files), state_bytes
+(STATE), requires (an array of ids), created_unix_ms, resume_point (null where unknown); then the
 history's events as the file holds them (objects with "event": "checkpoint" or "start"), and one
 {"event": "summary", ...} with the counts and the last completed checkpoint.
 

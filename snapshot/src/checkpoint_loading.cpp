@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <set>
+#include <string>
 #include <utility>
 
 namespace sluice::snapshot {
@@ -102,6 +104,27 @@ runtime::task<io::result<void>> checkpoint_storage::load_chains(checkpoint_id id
     state->operator_chain[op] = std::move(chain);
   }
   co_return io::success();
+}
+
+// What load() reads, counted: the checkpoint's own files (check() reads each whole), then what
+// load_chains() reads through base_file(): per (task, operator) chain, the same task's file of each
+// link, whole and once per (checkpoint, task). Mirrors load_chains' walk on what check() recorded.
+std::uint64_t checkpoint_storage::restore_read_bytes(const checked_files& own, const validity_memo& memo) {
+  std::uint64_t bytes = 0;
+  std::set<std::pair<checkpoint_id, std::string>> read;  // base files counted
+  for (const auto& [name, file] : own) {
+    bytes += file.size_bytes;
+    for (const auto& [op, first_base] : file.operator_bases) {
+      for (checkpoint_id base = first_base; base != no_checkpoint;) {
+        // check() validated every base (in memo, valid) and that it lists this file.
+        const checked_file& link = memo.at(base).files.at(name);
+        if (read.emplace(base, name).second) bytes += link.size_bytes;
+        const auto next = link.operator_bases.find(op);
+        base = next == link.operator_bases.end() ? no_checkpoint : next->second;
+      }
+    }
+  }
+  return bytes;
 }
 
 runtime::task<io::result<loaded_checkpoint>> checkpoint_storage::load(checkpoint_id id) {

@@ -148,12 +148,14 @@ std::string format_json_line(const checkpoint_info& info, checkpoint_id resume) 
   return fmt::format(
       "{{\"id\":{},\"status\":\"{}\",\"reason\":{},\"fault\":{},\"mode\":{},\"tasks\":{},"
       "\"operator_state_bytes\":{},\"channel_state_bytes\":{},\"size_bytes\":{},\"written_bytes\":{},"
-      "\"requires\":{},\"created_unix_ms\":{},\"resume_point\":{}}}\n",
+      "\"state_bytes\":{},\"requires\":{},\"created_unix_ms\":{},\"resume_point\":{}}}\n",
       json_number_or_null(info.id != no_checkpoint, info.id), info.valid ? "valid" : "invalid", info.valid ? "null" : json_string(info.reason),
       info.valid ? "null" : json_string(fault_name(info.fault)), m ? json_string(to_string(info.mode)) : "null",
       json_number_or_null(m, info.tasks), json_number_or_null(m, info.operator_state_bytes),
       json_number_or_null(m, info.channel_state_bytes), json_number_or_null(m, info.size_bytes),
-      json_number_or_null(m, info.written_bytes), json_ids_or_null(m, info.requires_checkpoints),
+      json_number_or_null(m, info.written_bytes),
+      json_number_or_null(info.state_bytes.has_value(), info.state_bytes.value_or(0)),
+      json_ids_or_null(m, info.requires_checkpoints),
       json_number_or_null(m, info.created_unix_ms), info.id == resume && resume != no_checkpoint);
 }
 
@@ -162,14 +164,15 @@ std::string format_table(std::vector<checkpoint_info> infos, checkpoint_id resum
   // Newest first; entries whose name is not a valid id (id 0) last, by name.
   std::stable_sort(infos.begin(), infos.end(), [](const auto& a, const auto& b) { return a.id > b.id; });
 
-  enum column { id, mode, tasks, op_state, channel_state, written, required, created, status, columns };
+  enum column { id, mode, tasks, op_state, channel_state, written, state, required, created, status, columns };
   using row = std::array<std::string, columns>;
   // Text columns are left-aligned, numbers right-aligned; STATUS is last and never padded.
-  constexpr std::array<bool, columns> left = {false, true, false, false, false, false, true, true, true};
+  constexpr std::array<bool, columns> left = {false, true, false, false, false, false, false, true, true, true};
 
   std::vector<row> rows;
   rows.reserve(infos.size() + 1);
-  rows.push_back({"ID", "MODE", "TASKS", "OPERATOR", "CHANNEL", "WRITTEN", "REQUIRES", "CREATED (UTC)", "STATUS"});
+  rows.push_back(
+      {"ID", "MODE", "TASKS", "OPERATOR", "CHANNEL", "WRITTEN", "STATE", "REQUIRES", "CREATED (UTC)", "STATUS"});
   for (const auto& info : infos) {
     const bool m = info.has_manifest;
     std::string status_text = format_status(info);
@@ -179,6 +182,7 @@ std::string format_table(std::vector<checkpoint_info> infos, checkpoint_id resum
                     m ? format_size(info.operator_state_bytes) : std::string(unknown),
                     m ? format_size(info.channel_state_bytes) : std::string(unknown),
                     m ? format_size(info.written_bytes) : std::string(unknown),
+                    info.state_bytes ? format_size(*info.state_bytes) : std::string(unknown),
                     m ? requires_text(info.requires_checkpoints) : std::string(unknown),
                     m ? format_iso8601_utc(info.created_unix_ms) : std::string(unknown), std::move(status_text)});
   }

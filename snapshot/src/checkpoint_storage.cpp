@@ -367,7 +367,8 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::read_manifest
 }
 
 runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpoint_id id, std::vector<task_state>* keep,
-                                                                       checkpoint_info* info, validity_memo* memo) {
+                                                                       checkpoint_info* info, validity_memo* memo,
+                                                                       checked_files* files) {
   auto manifest = co_await read_manifest(id);
   if (!manifest) co_return std::move(manifest).error();
   if (info != nullptr) {
@@ -385,6 +386,7 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpo
   }
   std::set<task_id> tasks_seen;
   std::vector<std::pair<const manifest_file*, std::vector<checkpoint_id>>> deltas;  // files with bases
+  checked_files own;
   for (const auto& f : manifest->files) {
     const std::string file_label = label(id, f.name);
     const std::optional<task_id> task = task_of_file_name(f.name);
@@ -421,6 +423,7 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpo
                                         file_label, base));
       }
     }
+    own[f.name] = checked_file{f.size_bytes, std::move(summary->operator_bases)};
     if (!summary->bases.empty()) deltas.emplace_back(&f, std::move(summary->bases));
   }
   // Newest first: a chain is then checked from its head, each link once (memo).
@@ -443,14 +446,16 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpo
       }
     }
   }
+  if (info != nullptr) info->state_bytes = restore_read_bytes(own, *memo);
+  if (files != nullptr) *files = std::move(own);
   co_return manifest;
 }
 
 const checkpoint_storage::checked_checkpoint* checkpoint_storage::remember(
-    checkpoint_id id, const io::result<checkpoint_manifest>& checked, validity_memo* memo) {
+    checkpoint_id id, const io::result<checkpoint_manifest>& checked, checked_files files, validity_memo* memo) {
   checked_checkpoint verdict;
   if (checked) {
-    for (const auto& f : checked->files) verdict.files.insert(f.name);
+    verdict.files = std::move(files);
   } else {
     verdict.invalid = checked.error();
   }
@@ -460,8 +465,9 @@ const checkpoint_storage::checked_checkpoint* checkpoint_storage::remember(
 runtime::task<const checkpoint_storage::checked_checkpoint*> checkpoint_storage::check_required(checkpoint_id id,
                                                                                               validity_memo* memo) {
   if (auto it = memo->find(id); it != memo->end()) co_return &it->second;
-  auto checked = co_await check(id, nullptr, nullptr, memo);  // ids strictly fall: the recursion ends
-  co_return remember(id, checked, memo);
+  checked_files files;
+  auto checked = co_await check(id, nullptr, nullptr, memo, &files);  // ids strictly fall: the recursion ends
+  co_return remember(id, checked, std::move(files), memo);
 }
 
 runtime::task<checkpoint_info> checkpoint_storage::validate(checkpoint_id id) {
@@ -474,13 +480,14 @@ runtime::task<checkpoint_info> checkpoint_storage::validate_with(checkpoint_id i
   info.id = id;
   info.name = fmt::format("chk-{}", id);
   info.path = checkpoint_dir(id);
-  auto checked = co_await check(id, nullptr, &info, memo);
+  checked_files files;
+  auto checked = co_await check(id, nullptr, &info, memo, &files);
   info.valid = checked.ok();
   if (!checked) {
     info.fault = checked.error().code();
     info.reason = checked.error().message();
   }
-  remember(id, checked, memo);
+  remember(id, checked, std::move(files), memo);
   co_return info;
 }
 

@@ -247,6 +247,7 @@ io::result<state_file_summary> state_file_parser::finish() {
       for (const auto& entry : bases_) summary_.bases.push_back(entry.second);
       std::sort(summary_.bases.begin(), summary_.bases.end());
       summary_.bases.erase(std::unique(summary_.bases.begin(), summary_.bases.end()), summary_.bases.end());
+      summary_.operator_bases = bases_;
       if (keep_ != nullptr) keep_->summary = summary_;
       return summary_;
   }

@@ -73,14 +73,16 @@ TEST_CASE("the table lists checkpoints newest first, aligned, with each one's st
   checkpoint_storage storage(dir.path());
   const auto infos = three_checkpoints(storage);
   const std::string expected =
-      "   ID  MODE       TASKS  OPERATOR   CHANNEL   WRITTEN  REQUIRES  CREATED (UTC)             STATUS\n"
-      "chk-3  -              -         -         -         -  -         -                         invalid "
+      "   ID  MODE       TASKS  OPERATOR   CHANNEL   WRITTEN     STATE  REQUIRES  CREATED (UTC)             STATUS\n"
+      "chk-3  -              -         -         -         -         -  -         -                         invalid "
       "(missing-manifest): " +
       missing_manifest_reason(storage, 3) +
       "\n"
-      "chk-2  unaligned      2       8 B  10.4 KiB  10.6 KiB  none      2024-04-01T19:34:20.000Z  invalid (truncated): "
+      "chk-2  unaligned      2       8 B  10.4 KiB  10.6 KiB         -  none      2024-04-01T19:34:20.000Z  invalid "
+      "(truncated): "
       "chk-2/task-1.state: truncated: record 1 payload needs 5000 bytes, 100 remain\n"
-      "chk-1  unaligned      2       8 B  10.4 KiB  10.6 KiB  none      2024-04-01T19:33:20.000Z  valid  <- resume "
+      "chk-1  unaligned      2       8 B  10.4 KiB  10.6 KiB  10.6 KiB  none      2024-04-01T19:33:20.000Z  valid  <- "
+      "resume "
       "point\n";
   CHECK(format_table(infos, resume_point(infos)) == expected);
   CHECK(format_summary(infos, resume_point(infos)) == "3 checkpoints, 1 valid; a job started now resumes from chk-1\n");
@@ -106,16 +108,17 @@ TEST_CASE("each checkpoint is one JSON line: null for what a missing manifest ca
   CHECK(format_json_line(infos[0], resume) ==
         "{\"id\":1,\"status\":\"valid\",\"reason\":null,\"fault\":null,\"mode\":\"unaligned\",\"tasks\":2,"
         "\"operator_state_bytes\":8,\"channel_state_bytes\":10600,\"size_bytes\":10896,\"written_bytes\":10896,"
-        "\"requires\":[],\"created_unix_ms\":1712000000000,\"resume_point\":true}\n");
+        "\"state_bytes\":10896,\"requires\":[],\"created_unix_ms\":1712000000000,\"resume_point\":true}\n");
   CHECK(format_json_line(infos[1], resume) ==
         "{\"id\":2,\"status\":\"invalid\",\"reason\":\"chk-2/task-1.state: truncated: record 1 payload needs 5000 "
         "bytes, 100 remain\",\"fault\":\"truncated\",\"mode\":\"unaligned\",\"tasks\":2,"
         "\"operator_state_bytes\":8,\"channel_state_bytes\":10600,\"size_bytes\":10896,\"written_bytes\":10896,"
-        "\"requires\":[],\"created_unix_ms\":1712000060000,\"resume_point\":false}\n");
+        "\"state_bytes\":null,\"requires\":[],\"created_unix_ms\":1712000060000,\"resume_point\":false}\n");
   CHECK(format_json_line(infos[2], resume) ==
         "{\"id\":3,\"status\":\"invalid\",\"reason\":" + json_string(missing_manifest_reason(storage, 3)) +
             ",\"fault\":\"missing-manifest\",\"mode\":null,\"tasks\":null,\"operator_state_bytes\":null,"
-            "\"channel_state_bytes\":null,\"size_bytes\":null,\"written_bytes\":null,\"requires\":null,"
+            "\"channel_state_bytes\":null,\"size_bytes\":null,\"written_bytes\":null,\"state_bytes\":null,"
+            "\"requires\":null,"
             "\"created_unix_ms\":null,\"resume_point\":false}\n");
 }
 

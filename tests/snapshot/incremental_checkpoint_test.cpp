@@ -20,6 +20,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -343,13 +344,18 @@ TEST_CASE("the listing shows what each checkpoint of a chain wrote itself and wh
   REQUIRE(listed.size() == 5);
   const std::uint64_t own = listed[3].written_bytes;  // chk-4's two files
   CHECK(own == 2 * chain_file(4, 0, 2).size());
+  const std::string full = std::to_string(own + listed[1].written_bytes + listed[0].written_bytes);  // + chk-2, chk-1
   CHECK(format_json_line(listed[3], 5).find(",\"size_bytes\":" + std::to_string(own) + ",\"written_bytes\":" +
-                                            std::to_string(own) + ",\"requires\":[2],") != std::string::npos);
+                                            std::to_string(own) + ",\"state_bytes\":" + full +
+                                            ",\"requires\":[2],") != std::string::npos);
   CHECK(format_json_line(listed[0], 5).find(",\"requires\":[],") != std::string::npos);
   CHECK(format_json_line(listed[4], 5).find(",\"requires\":[2,4],") != std::string::npos);
+  // chk-5 requires two, but its files are whole: recovery reads nothing of theirs.
+  CHECK(listed[4].state_bytes == std::optional<std::uint64_t>(listed[4].written_bytes));
 
   const std::string table = format_table(listed, 5);
-  CHECK(table.starts_with("   ID  MODE     TASKS  OPERATOR  CHANNEL  WRITTEN  REQUIRES     CREATED (UTC)"));
+  CHECK_THAT(table, Catch::StartsWith("   ID  MODE     TASKS  OPERATOR  CHANNEL  WRITTEN    STATE  REQUIRES     "
+                                      "CREATED (UTC)"));
   const auto row = [&table](std::string_view id) {
     const auto start = table.find(std::string("\n") + std::string(id) + " ");
     return table.substr(start + 1, table.find('\n', start + 1) - start - 1);
@@ -357,4 +363,60 @@ TEST_CASE("the listing shows what each checkpoint of a chain wrote itself and wh
   CHECK_THAT(row("chk-5"), Catch::Contains("  chk-2,chk-4  "));
   CHECK_THAT(row("chk-4"), Catch::Contains("  chk-2        "));
   CHECK_THAT(row("chk-1"), Catch::Contains("  none         "));
+}
+
+namespace {
+
+// Exact sizes: each file's size from its manifest entry.
+std::uint64_t file_size(checkpoint_storage& storage, checkpoint_id id, const std::string& name) {
+  const auto files = sync_wait(storage.load(id)).value().manifest.files;
+  for (const auto& f : files) {
+    if (f.name == name) return f.size_bytes;
+  }
+  FAIL("chk-" << id << " has no " << name);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint's full state is its own files and each base file its operators' chains read, once",
+          "[report]") {
+  temp_dir dir;
+  checkpoint_storage storage(dir.path());
+  make_chain(storage);  // chk-1 whole, chk-2 on chk-1, chk-3 whole, chk-4 on chk-2
+  // chk-5: task 0's operator 0 a delta on chk-4, task 1 whole: only task 0's chain is read.
+  sync_wait(storage.create_checkpoint_dir(5)).value();
+  write_bytes(storage.state_file_path(5, 0), chain_file(5, 0, 4));
+  write_bytes(storage.state_file_path(5, 1), chain_file(5, 1, no_checkpoint));
+  sync_wait(storage.commit_verified(5, checkpoint_mode::aligned, {0, 1}, {})).value();
+
+  std::map<checkpoint_id, std::uint64_t> task0, task1;
+  for (checkpoint_id id = 1; id <= 5; ++id) {
+    task0[id] = file_size(storage, id, "task-0.state");
+    task1[id] = file_size(storage, id, "task-1.state");
+  }
+  const auto listed = sync_wait(storage.list()).value();
+  REQUIRE(listed.size() == 5);
+  for (const auto& info : listed) REQUIRE(info.state_bytes.has_value());
+  const auto state_of_chk = [&](checkpoint_id id) { return *listed[id - 1].state_bytes; };
+  CHECK(state_of_chk(1) == task0[1] + task1[1]);  // whole: what it wrote
+  CHECK(state_of_chk(1) == listed[0].written_bytes);
+  CHECK(state_of_chk(3) == listed[2].written_bytes);
+  CHECK(state_of_chk(2) == task0[2] + task1[2] + task0[1] + task1[1]);  // a delta on a whole one
+  CHECK(state_of_chk(4) == task0[4] + task1[4] + task0[2] + task1[2] + task0[1] + task1[1]);  // two deltas down
+  CHECK(state_of_chk(5) == task0[5] + task1[5] + task0[4] + task0[2] + task0[1]);  // task 1's file only its own
+  CHECK(sync_wait(storage.validate(4)).state_bytes == std::optional<std::uint64_t>(state_of_chk(4)));
+  const std::string json = format_json_line(listed[3], 5);
+  CHECK_THAT(json, Catch::Contains(",\"state_bytes\":" + std::to_string(state_of_chk(4)) + ","));
+
+  // A base gone: chk-2, chk-4 and chk-5 invalid, their full state unknown; chk-1 and chk-3 unchanged.
+  REQUIRE(::unlink((storage.checkpoint_dir(1) + "/_manifest").c_str()) == 0);
+  const auto after = sync_wait(storage.list()).value();
+  REQUIRE(after.size() == 5);
+  CHECK_FALSE(after[0].state_bytes.has_value());  // chk-1 itself has no manifest now
+  CHECK_FALSE(after[1].state_bytes.has_value());
+  CHECK(after[2].state_bytes == std::optional<std::uint64_t>(task0[3] + task1[3]));
+  CHECK_FALSE(after[3].state_bytes.has_value());
+  CHECK_FALSE(after[4].state_bytes.has_value());
+  CHECK_THAT(format_json_line(after[3], 3), Catch::Contains(",\"state_bytes\":null,"));
 }

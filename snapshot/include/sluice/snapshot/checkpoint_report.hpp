@@ -9,7 +9,9 @@
 // The resume point follows newest_valid(): the newest checkpoint that validates end to end.
 // Fields a checkpoint without a readable manifest cannot have (mode, tasks, bytes, requires, time)
 // print as "-" in the table and as null in JSON. Bytes are the checkpoint's own files (what it wrote):
-// a delta checkpoint's size does not include the checkpoints it requires, which list their own.
+// a delta checkpoint's size does not include the checkpoints it requires, which list their own. The
+// full state (checkpoint_info::state_bytes: what a recovery from it reads, its chains' base files
+// included) is known only for a valid checkpoint: "-" and null otherwise.
 
 #include <sluice/snapshot/checkpoint.hpp>
 #include <sluice/snapshot/checkpoint_storage.hpp>
@@ -40,15 +42,17 @@ std::string json_string(std::string_view text);
 // One checkpoint as one line of JSON, '\n' included:
 //   {"id":7,"status":"valid","reason":null,"fault":null,"mode":"unaligned","tasks":2,
 //    "operator_state_bytes":8,"channel_state_bytes":10600,"size_bytes":10896,"written_bytes":10896,
-//    "requires":[5,6],"created_unix_ms":1712000000000,"resume_point":true}
-// size_bytes and written_bytes are equal (size_bytes is kept for older readers); requires is the
-// checkpoints this one is a delta on ([] for none).
+//    "state_bytes":52000,"requires":[5,6],"created_unix_ms":1712000000000,"resume_point":true}
+// size_bytes and written_bytes are equal (size_bytes is kept for older readers); state_bytes is the
+// full state a recovery reads (null unless valid); requires is the checkpoints this one is a delta
+// on ([] for none).
 // `status` is "valid" or "invalid"; reason and fault (its name) are set when invalid. An entry
 // whose name is not a valid id (fault "bad-name") has "id":null; its reason starts with the name.
 std::string format_json_line(const checkpoint_info& info, checkpoint_id resume);
 
 // The human table, newest first, with a header row and "<- resume point" after the chosen one.
-// WRITTEN is the checkpoint's own files; REQUIRES the checkpoints it is a delta on ("none").
+// WRITTEN is the checkpoint's own files; STATE the full state a recovery from it reads ("-" unless
+// valid); REQUIRES the checkpoints it is a delta on ("none").
 // Columns are aligned; STATUS is last, so a long reason never pushes the others apart. "" when
 // `infos` is empty.
 std::string format_table(std::vector<checkpoint_info> infos, checkpoint_id resume);

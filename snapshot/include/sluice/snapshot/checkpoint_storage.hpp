@@ -117,6 +117,14 @@ struct checkpoint_info {
   // kept for the listings that read it and equals written_bytes.
   std::uint64_t size_bytes = 0;
   std::uint64_t written_bytes = 0;
+  // The full state: the bytes a recovery from this checkpoint reads to restore it, which load()
+  // reads whole: this checkpoint's own state files and, for each operator whose state is a delta,
+  // the same task's file in every checkpoint down its chain (each file once, channel-state records
+  // included: load() reads a base file whole and keeps its operator records). Validation reads
+  // every file of every required checkpoint besides; that is not counted. Equal to written_bytes
+  // for a checkpoint that requires none. Known only for a valid checkpoint (recovery never reads an
+  // invalid one, and a missing or invalid base leaves its chain unknown).
+  std::optional<std::uint64_t> state_bytes;
   std::uint64_t operator_state_bytes = 0;
   std::uint64_t channel_state_bytes = 0;
   // The checkpoints this one's state is a delta on (its manifest's `requires` line), ascending: it is
@@ -221,22 +229,34 @@ class checkpoint_storage {
 
  private:
   runtime::task<io::result<checkpoint_manifest>> read_manifest(checkpoint_id id);
+  // One state file of a checked checkpoint: its size and its operators' bases (what a chain follows).
+  struct checked_file {
+    std::uint64_t size_bytes = 0;
+    std::map<std::uint32_t, checkpoint_id> operator_bases;
+  };
+  using checked_files = std::map<std::string, checked_file>;  // by file name
   // What one call (list(), load(), ...) found of each checkpoint it checked: why it is invalid, or
   // the files its manifest lists (a delta's base must be the same task's file).
   struct checked_checkpoint {
     std::optional<io::error> invalid;
-    std::set<std::string> files;
+    checked_files files;
   };
   using validity_memo = std::map<checkpoint_id, checked_checkpoint>;
   // Validates checkpoint `id` end to end, and each checkpoint it requires (through `memo`); fills
-  // *info from the manifest and *keep with the states.
+  // *info from the manifest (and, when valid, its state_bytes), *keep with the states and *files with
+  // what it found of each file.
   runtime::task<io::result<checkpoint_manifest>> check(checkpoint_id id, std::vector<task_state>* keep,
-                                                       checkpoint_info* info, validity_memo* memo);
+                                                       checkpoint_info* info, validity_memo* memo,
+                                                       checked_files* files = nullptr);
   // Required checkpoint `id`, checked once per memo (the entry stays put: map nodes do not move).
   runtime::task<const checked_checkpoint*> check_required(checkpoint_id id, validity_memo* memo);
-  // Records the verdict of check() on `id` in *memo.
+  // Records the verdict of check() on `id` in *memo, with the files it found when valid.
   static const checked_checkpoint* remember(checkpoint_id id, const io::result<checkpoint_manifest>& checked,
-                                            validity_memo* memo);
+                                            checked_files files, validity_memo* memo);
+  // The bytes load() reads to restore a valid checkpoint whose files are `own` (checked against
+  // `memo`, which holds every checkpoint it requires): `own`, then each base file its operators'
+  // chains go through, whole and once (checkpoint_info::state_bytes).
+  static std::uint64_t restore_read_bytes(const checked_files& own, const validity_memo& memo);
   runtime::task<checkpoint_info> validate_with(checkpoint_id id, validity_memo* memo);
   // Fills state->operator_chain for every delta operator of `state` (a file of checkpoint `id`).
   struct base_file_cache;

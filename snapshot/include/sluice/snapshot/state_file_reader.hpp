@@ -53,6 +53,9 @@ struct state_file_summary {
   // The checkpoints this file's operator state is a delta on (its operator_base records), ascending,
   // each once. Empty for a file that holds every operator's whole state.
   std::vector<checkpoint_id> bases;
+  // The same by operator: operator index -> the checkpoint its state here is a delta on (what
+  // checkpoint_storage::load() follows, one chain per operator). Empty for a whole file.
+  std::map<std::uint32_t, checkpoint_id> operator_bases;
 };
 
 // One task's state, as recovery needs it. Records of one key concatenate in file order; a key with
