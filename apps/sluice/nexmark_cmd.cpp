@@ -9,11 +9,22 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
 
 namespace sluice::apps {
+
+namespace {
+// The process's peak resident memory so far (the summary's, printed after the job ended).
+double peak_rss_mib() {
+  rusage u{};
+  if (::getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB
+}
+}  // namespace
 
 nexmark::generator_config nexmark_generator_cli::config() const {
   nexmark::generator_config c;
@@ -70,6 +81,10 @@ void add_nexmark_options(CLI::App& command, nexmark_cli& o) {
   command.add_option("--output", o.output,
                      "Directory for the rows (CSV lines, exactly once); without it the rows are only counted");
   command.add_flag("--json", o.json, "Print the figures as one JSON object on stdout");
+  command.add_option("--state-ttl-ms", o.state_ttl_ms,
+                     "q3: forget a seller's persons and auctions this many event-time ms after its last event "
+                     "(bounded memory; 0: keep them for ever)")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 62));
   add_job_options(command, o.job);
 }
 
@@ -81,6 +96,7 @@ int run_nexmark(const nexmark_cli& o) {
   spec.generator = o.generator.config();
   spec.parallelism = o.job.parallelism;
   spec.output = o.output;
+  spec.state_ttl_ms = o.state_ttl_ms;
   // Nexmark's figure per core counts every core the job uses, the generator's included.
   const unsigned allowed = runtime::available_cpus();
   const unsigned cores = std::min(o.job.executors == 0 ? allowed : o.job.executors, allowed);
@@ -98,13 +114,14 @@ int run_nexmark(const nexmark_cli& o) {
           j["events_per_s"] = per_s;
           j["events_per_s_per_core"] = per_s / cores;
           j["cores"] = cores;
+          j["peak_rss_mib"] = peak_rss_mib();
           j["exit_code"] = r.exit_code;
           fmt::print("{}\n", j.dump());
         }
         return fmt::format("\nsluice nexmark {}: {} events in {:.3f} s: {:.0f} events/s, {:.0f} events/s per core "
-                           "({} cores); {} rows",
+                           "({} cores); {} rows; peak resident {:.0f} MiB",
                            o.query, r.final.source_records, seconds, per_s, per_s / cores, cores,
-                           r.final.records_written);
+                           r.final.records_written, peak_rss_mib());
       });
 }
 

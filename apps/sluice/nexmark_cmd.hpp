@@ -38,6 +38,7 @@ struct nexmark_cli {
   std::string query = "q0";
   std::string output;  // empty: rows are only counted
   bool json = false;
+  std::uint64_t state_ttl_ms = 0;  // q3's join state TTL (event time); 0: none
   job_cli_options job;
 };
 void add_nexmark_options(CLI::App& command, nexmark_cli& o);

@@ -81,7 +81,7 @@ const char* to_string(fault_class f) noexcept { return fault_names[static_cast<i
 std::string scenario::describe() const {
   return fmt::format(
       "job={} seed={} faults={}{} parallelism={} executors={} transport={} mode={} interval={}ms "
-      "alignment-timeout={}ms{} floating={} segment={}KiB lines={}{} crashes={} batch={}{}{}{}",
+      "alignment-timeout={}ms{} floating={} segment={}KiB lines={}{} crashes={} batch={}{}{}{}{}",
       to_string(job), seed, to_string(faults), plant.empty() ? "" : " plant=" + plant, parallelism, executors,
       transport, mode_name(mode), interval.count(), alignment_timeout.count(),
       checkpoint_timeout.count() < 600'000 ? fmt::format(" checkpoint-timeout={}ms", checkpoint_timeout.count()) : "",
@@ -89,6 +89,7 @@ std::string scenario::describe() const {
       segment_bytes / 1024, lines, big_records ? " big-records" : "", crashes, batch_limit,
       ring_entries != 0 ? fmt::format(" ring={}", ring_entries) : std::string(),
       slow_sink.count() != 0 ? fmt::format(" slow-sink={}us", slow_sink.count()) : std::string(),
+      state_ttl_ms != 0 ? fmt::format(" state-ttl={}ms", state_ttl_ms) : std::string(),
       stop == stop_kind::none ? std::string()
                               : fmt::format(" stop={}@{}.{}%{}", to_string(stop), stop_at_permille / 10,
                                             stop_at_permille % 10,
@@ -161,6 +162,13 @@ scenario make_scenario(job_kind job, std::uint64_t seed, fault_class faults, std
   if (s.mode == snapshot::checkpoint_mode::aligned_timeout && slow.coin()) {
     s.slow_sink = std::chrono::microseconds(slow.between(20, 300));
   }
+  // Half the join seeds without a slow sink run a regular join with an event-time state TTL of 20 to
+  // 400 ms (the rows span 2-5 s) instead of the window join: entries expire, sweeps erase them into
+  // deltas, and the output (the pairs less than the ttl apart) must still be the reference's. (A
+  // regular join emits far more lines than a window join: behind a slow sink the runs outlasted
+  // their budgets.) A stream of its own.
+  sim::rng ttl(seed * 0x9e3779b97f4a7c15ull ^ 0x7711u ^ static_cast<std::uint64_t>(job));
+  if (job == job_kind::join && s.slow_sink.count() == 0 && ttl.coin()) s.state_ttl_ms = ttl.between(20, 400);
   // A quarter of the seeds stop the job while it runs, as SIGTERM does: half of them drain, a
   // quarter stop now, a quarter drain and then stop now while the drain runs.
   sim::rng stops = stop_stream(seed, job);
@@ -238,7 +246,8 @@ void build_job(dataflow::job_builder& job, const scenario& s) {
                                  .output_dir = std::string(output_dir),
                                  .parallelism = s.parallelism,
                                  .window_ms = 100 + s.seed % 500,
-                                 .slow_sink = s.slow_sink});
+                                 .slow_sink = s.slow_sink,
+                                 .state_ttl_ms = s.state_ttl_ms});
       return;
     case job_kind::generate: {
       using counted = std::pair<std::string, std::uint64_t>;

@@ -1,5 +1,6 @@
 #include <sluice/dataflow/event_time.hpp>
 #include <sluice/dataflow/join.hpp>
+#include <sluice/dataflow/keyed_process.hpp>
 #include <sluice/dataflow/samples.hpp>
 #include <sluice/dataflow/sinks.hpp>
 
@@ -126,6 +127,21 @@ void build_join(job_builder& job, const join_options& o) {
         .key_by<std::string>([](const row& r) { return std::get<0>(r); });
   };
   const auto time = [](const row& r) { return std::get<1>(r); };
+  const auto sink = o.line_sink ? *o.line_sink : file_lines_sink_spec(o.output_dir);
+  const auto line = [](const std::string& l) { return l; };
+  if (o.state_ttl_ms != 0) {
+    const auto ttl = state_ttl::event_time(o.state_ttl_ms);
+    side("left", o.left, o.left_source)
+        .state_ttl(ttl, time)
+        .join<row, std::string>(side("right", o.right, o.right_source).state_ttl(ttl, time), "join", o.parallelism,
+                                [](const std::string& key, const row& l, const row& r) {
+                                  std::string out = std::to_string(std::get<1>(l));
+                                  out.append(" ").append(key).append(" ").append(std::get<2>(l)).append(" ");
+                                  return out.append(std::get<2>(r));
+                                })
+        .write_to<std::string>(sink, line, sink_options{o.slow_sink});
+    return;
+  }
   side("left", o.left, o.left_source)
       .window_join<row, std::string>(
           side("right", o.right, o.right_source), "join", o.parallelism, o.window_ms, time, time,
@@ -134,8 +150,7 @@ void build_join(job_builder& job, const join_options& o) {
             out.append(" ").append(key).append(" ").append(std::get<2>(l)).append(" ").append(std::get<2>(r));
             return out;
           })
-      .write_to<std::string>(o.line_sink ? *o.line_sink : file_lines_sink_spec(o.output_dir),
-                             [](const std::string& line) { return line; }, sink_options{o.slow_sink});
+      .write_to<std::string>(sink, line, sink_options{o.slow_sink});
 }
 
 }  // namespace sluice::dataflow

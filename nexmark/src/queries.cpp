@@ -133,6 +133,9 @@ void build_query(job_builder& job, const query_spec& spec) {
   validate(spec.generator);
   if (spec.parallelism == 0) throw std::invalid_argument("nexmark: parallelism must be at least 1");
   if (spec.events == 0) throw std::invalid_argument("nexmark: --events must be at least 1 (a query over no events has no end)");
+  if (spec.state_ttl_ms != 0 && spec.query != "q3") {
+    throw std::invalid_argument("nexmark: a state TTL applies to q3 (its regular join), not to " + spec.query);
+  }
   q.build(job, spec);
 }
 

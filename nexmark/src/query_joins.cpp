@@ -27,9 +27,11 @@ using dataflow::stream;
 
 namespace {
 
-// What q3 keeps of a person and of an auction (the join's state holds every one of them).
-using q3_person = std::tuple<std::int64_t, std::string, std::string, std::string>;  // id, name, city, state
-using q3_auction = std::pair<std::int64_t, std::int64_t>;                          // seller, id
+// What q3 keeps of a person and of an auction (the join's state holds every one of them), with its
+// event time (what an event-time state TTL counts from).
+using q3_person = std::tuple<std::int64_t, std::string, std::string, std::string, std::int64_t>;  // id, name, city,
+                                                                                                 // state, dateTime
+using q3_auction = std::tuple<std::int64_t, std::int64_t, std::int64_t>;  // seller, id, dateTime
 
 bool in_q3_states(const std::string& state) { return state == "OR" || state == "ID" || state == "CA"; }
 
@@ -106,16 +108,25 @@ void build_q3(job_builder& job, const query_spec& spec) {
   const auto events = events_of(job, spec);
   const auto persons = persons_of(events)
                            .filter([](const person& p) { return in_q3_states(p.state); })
-                           .map<q3_person>([](const person& p) { return q3_person{p.id, p.name, p.city, p.state}; });
+                           .map<q3_person>([](const person& p) {
+                             return q3_person{p.id, p.name, p.city, p.state, p.date_time};
+                           });
   const auto auctions = auctions_of(events)
                             .filter([](const auction& a) { return a.category == 10; })
-                            .map<q3_auction>([](const auction& a) { return q3_auction{a.seller, a.id}; });
-  const auto rows = auctions.key_by<std::int64_t>([](const q3_auction& a) { return a.first; })
+                            .map<q3_auction>([](const auction& a) { return q3_auction{a.seller, a.id, a.date_time}; });
+  auto by_seller = auctions.key_by<std::int64_t>([](const q3_auction& a) { return std::get<0>(a); });
+  auto by_id = persons.key_by<std::int64_t>([](const q3_person& p) { return std::get<0>(p); });
+  if (spec.state_ttl_ms != 0) {
+    const auto ttl = dataflow::state_ttl::event_time(spec.state_ttl_ms);
+    by_seller = by_seller.state_ttl(ttl, [](const q3_auction& a) { return static_cast<std::uint64_t>(std::get<2>(a)); });
+    by_id = by_id.state_ttl(ttl, [](const q3_person& p) { return static_cast<std::uint64_t>(std::get<4>(p)); });
+  }
+  const auto rows = by_seller
                         .join<q3_person, std::string>(
-                            persons.key_by<std::int64_t>([](const q3_person& p) { return std::get<0>(p); }), "join",
+                            by_id, "join",
                             spec.parallelism, [](const std::int64_t&, const q3_auction& a, const q3_person& p) {
                               return fmt::format("{},{},{},{}", std::get<1>(p), std::get<2>(p), std::get<3>(p),
-                                                 a.second);
+                                                 std::get<1>(a));
                             });
   rows_to(rows, spec);
 }

@@ -99,14 +99,26 @@ TEST_CASE("a TTL table hides an entry from ttl after its last write and makes it
   CHECK(t.size() == 1);
 }
 
-TEST_CASE("a TTL table that time goes back on (a restore at an earlier time) expires nothing early") {
+TEST_CASE("an entry written before the table had a time (no watermark yet) counts from its first time") {
   table t("test", 4);
   t.set_ttl(1'000);
-  t.upsert(7) = "x";  // at time 0
-  t.advance_time(999);
+  t.upsert(7) = "x";                    // at time 0: none yet
+  t.advance_time(1'436'918'400'000);    // the first watermark: an epoch time
   CHECK(t.find(7) != nullptr);
-  t.advance_time(1'000);
+  t.advance_time(1'436'918'400'999);
+  CHECK(t.find(7) != nullptr);
+  auto f = t.freeze(1);
+  const auto bytes = drain(*f);
+  t.advance_time(1'436'918'401'000);
   CHECK(t.find(7) == nullptr);
+  // Its snapshot carries the time it counts from: the same after a restore.
+  table back("test", 4);
+  back.set_ttl(1'000);
+  back.set_time(1'436'918'400'999);
+  restore(back, bytes);
+  CHECK(back.find(7) != nullptr);
+  back.advance_time(1'436'918'401'000);
+  CHECK(back.find(7) == nullptr);
 }
 
 TEST_CASE("sweeping two cells per write keeps a TTL table near twice what a ttl writes") {
@@ -207,6 +219,7 @@ struct lines final : collector<std::string> {
 };
 using counted = std::pair<std::string, std::uint64_t>;  // key, event time
 using count_op = keyed_aggregate<std::string, counted, std::uint64_t, std::string>;
+std::uint64_t time_of(const counted& r) { return r.second; }
 count_op::functions count_functions() {
   return {[](const counted& r) { return r.first; }, [](std::uint64_t& n, const counted&) { ++n; },
           [](const std::string& k, const std::uint64_t& n) { return k + "=" + std::to_string(n); }};
@@ -225,22 +238,36 @@ void feed(Op& op, std::uint64_t from, std::uint64_t to, std::uint64_t keys) {
 
 TEST_CASE("an aggregate with an event-time TTL restarts expired keys and emits only live ones") {
   lines out;
-  count_op op(count_functions(), out, 16, state_ttl::event_time(5));
-  op.collect({"a", 0});
+  count_op op(count_functions(), out, 16, {state_ttl::event_time(5), time_of});
+  op.watermark(1);
   op.collect({"a", 1});
+  op.collect({"a", 2});
   op.watermark(4);
   op.collect({"b", 4});
-  op.watermark(5);  // a written at watermark 0: gone
-  op.collect({"a", 5});
-  op.watermark(9);  // b written at 4: lives until 9; at 9 gone
+  op.watermark(7);       // a's latest record is of time 2: gone at 7
+  op.collect({"a", 8});  // so a starts again
+  op.watermark(9);       // b's is of time 4: gone at 9
   op.end_of_data();
   CHECK(out.seen == std::vector<std::string>{"a=1"});
+}
+
+TEST_CASE("an event-time entry lives a ttl past the latest record time that wrote it, not the watermark at the write") {
+  for (const std::uint64_t last_watermark : {104, 105}) {
+    lines out;
+    count_op op(count_functions(), out, 16, {state_ttl::event_time(5), time_of});
+    op.watermark(1);
+    op.collect({"a", 100});  // far ahead of the watermark
+    op.collect({"a", 3});    // an older record does not shorten its life
+    op.watermark(last_watermark);
+    op.end_of_data();
+    CHECK(out.seen == (last_watermark == 104 ? std::vector<std::string>{"a=2"} : std::vector<std::string>{}));
+  }
 }
 
 TEST_CASE("an aggregate with a TTL restored in the middle gives the output of a run without a restore") {
   lines straight;
   {
-    count_op op(count_functions(), straight, 16, state_ttl::event_time(30));
+    count_op op(count_functions(), straight, 16, {state_ttl::event_time(30), time_of});
     feed(op, 0, 4'000, 500);
     op.end_of_data();
   }
@@ -248,11 +275,11 @@ TEST_CASE("an aggregate with a TTL restored in the middle gives the output of a 
   std::vector<std::byte> bytes;
   {
     lines ignored;
-    count_op op(count_functions(), ignored, 16, state_ttl::event_time(30));
+    count_op op(count_functions(), ignored, 16, {state_ttl::event_time(30), time_of});
     feed(op, 0, 1'700, 500);
     bytes = full_snapshot(op);
   }
-  count_op op(count_functions(), resumed, 16, state_ttl::event_time(30));
+  count_op op(count_functions(), resumed, 16, {state_ttl::event_time(30), time_of});
   op.restore_state(bytes);
   feed(op, 1'700, 4'000, 500);
   op.end_of_data();
@@ -265,7 +292,7 @@ TEST_CASE("an aggregate with a processing-time TTL reads the wall clock through 
   clock_system os;
   sluice::runtime::system_scope scope(os);
   lines out;
-  count_op op(count_functions(), out, 16, state_ttl::processing_time(std::chrono::seconds(60)));
+  count_op op(count_functions(), out, 16, {state_ttl::processing_time(std::chrono::seconds(60)), {}});
   op.collect({"old", 0});
   os.now += std::chrono::seconds(30);
   for (int i = 0; i < 64; ++i) op.collect({"new", 0});  // the clock is read every 64 records
@@ -273,7 +300,7 @@ TEST_CASE("an aggregate with a processing-time TTL reads the wall clock through 
   std::vector<std::byte> bytes = full_snapshot(op);
   // A restore in another process a minute later: "old" (written 61 s ago) stays gone.
   lines resumed;
-  count_op back(count_functions(), resumed, 16, state_ttl::processing_time(std::chrono::seconds(60)));
+  count_op back(count_functions(), resumed, 16, {state_ttl::processing_time(std::chrono::seconds(60)), {}});
   back.restore_state(bytes);
   back.end_of_data();
   CHECK(resumed.seen == std::vector<std::string>{"new=64"});
@@ -296,7 +323,8 @@ proc_t::functions timer_counting() {
 
 TEST_CASE("a keyed process's state expires with a TTL while its timers stay and fire") {
   lines out;
-  proc_t op(timer_counting(), out, 8, state_ttl::event_time(20));
+  proc_t op(timer_counting(), out, 8, {state_ttl::event_time(20), time_of});
+  op.watermark(1);
   op.collect({"a", 0});  // timer at 100
   op.collect({"a", 1});
   op.watermark(30);       // a's state (written at 0) is gone; its timer is not
@@ -312,16 +340,16 @@ TEST_CASE("a keyed process's state expires with a TTL while its timers stay and 
 
 TEST_CASE("a keyed process with a TTL keeps its timers through a sweep, a snapshot and a restore") {
   lines out;
-  proc_t op(timer_counting(), out, 8, state_ttl::event_time(10));
+  proc_t op(timer_counting(), out, 8, {state_ttl::event_time(10), time_of});
+  op.watermark(1);
   for (std::uint64_t i = 0; i < 300; ++i) op.collect({"k" + std::to_string(i), i});
-  op.watermark(250);  // the timers of k0..k150 fired; every state (written at time 0) expired
+  op.watermark(250);  // the timers of k0..k150 fired; the states of keys written before 240 expired
   for (std::uint64_t i = 0; i < 300; ++i) op.collect({"z", 251});  // sweeps the whole table
   const std::size_t timers = op.pending_timers();
   CHECK(timers == 150);  // k151..k299 and z
-  CHECK(op.keys() == 152);  // z, and k0..k150, whose timers read ctx.state() when they fired
   const auto bytes = full_snapshot(op);
   lines resumed;
-  proc_t back(timer_counting(), resumed, 8, state_ttl::event_time(10));
+  proc_t back(timer_counting(), resumed, 8, {state_ttl::event_time(10), time_of});
   back.restore_state(bytes);
   CHECK(back.pending_timers() == timers);
   back.end_of_data();
@@ -338,19 +366,27 @@ join_t::functions join_functions() {
       [](const counted& l) { return std::stoull(l.first); }, [](const counted& r) { return std::stoull(r.first); },
       [](const std::uint64_t& k, const counted& l, const counted& r) {
         return std::to_string(k) + ":" + std::to_string(l.second) + "-" + std::to_string(r.second);
-      });
+      },
+      {100, time_of, time_of});  // as keyed_stream::join makes them for an event-time TTL of 100
 }
 }  // namespace
 
 TEST_CASE("a regular join with an event-time TTL forgets a key's records and stays bounded") {
   lines out;
-  join_t join(join_functions(), out, 16, state_ttl::event_time(100));
+  join_t join(join_functions(), out, 16, state_ttl::event_time(100), time_of, time_of);
   join.left({"1", 0});
   join.watermark(50);
   join.right({"1", 50});  // within the ttl: a match
   join.watermark(151);    // key 1 last written at 50: gone at 150
   join.right({"1", 151}); // nothing left to match
   CHECK(out.seen == std::vector<std::string>{"1:0-50"});
+  // Two records join when their times are less than a ttl apart, whichever came first.
+  join.left({"5", 1'000});
+  join.right({"5", 1'090});
+  join.right({"5", 1'100});  // 100 apart: not joined
+  join.left({"5", 1'150});   // joins both rights
+  CHECK(out.seen == std::vector<std::string>{"1:0-50", "5:1000-1090", "5:1150-1090", "5:1150-1100"});
+  out.seen.resize(1);
   // A long run of short-lived keys: the state stays near what a ttl writes.
   std::size_t most = 0;
   for (std::uint64_t i = 0; i < 100'000; ++i) {
@@ -367,7 +403,9 @@ TEST_CASE("a regular join with an event-time TTL forgets a key's records and sta
 TEST_CASE("windows, top-n, window joins and partitions refuse a state TTL") {
   job_builder job("ttl");
   auto s = job.generate<std::string>("gen", 1, 10, [](std::uint64_t i) { return std::to_string(i); });
-  auto keyed = s.key_by<std::string>([](const std::string& x) { return x; }).state_ttl(state_ttl::event_time(10));
+  auto by = s.key_by<std::string>([](const std::string& x) { return x; });
+  CHECK_THROWS_WITH(by.state_ttl(state_ttl::event_time(10)), Catch::Contains("needs the records' event time"));
+  auto keyed = by.state_ttl(state_ttl::processing_time(std::chrono::seconds(10)));
   auto at = [](const std::string&) -> std::uint64_t { return 0; };
   CHECK_THROWS_WITH(keyed.partition("p", 1), Catch::Contains("applies to aggregate, process, process_with and join"));
   CHECK_THROWS_AS((keyed.window<std::uint64_t, std::string>(

@@ -102,6 +102,53 @@ TEST_CASE("nexmark q1, q3, q4, q5, q7 and q8 killed with SIGKILL at random momen
   CHECK(published_lines(dir.file("out")) == reference_rows(query, 0, events, spec.generator));
 }
 
+TEST_CASE("nexmark q3 with an event-time state TTL publishes exactly the pairs less than the ttl apart",
+          "[nexmark][queries]") {
+  const std::size_t parallelism = GENERATE(1u, 3u);
+  const std::uint64_t ttl_ms = GENERATE(2'000u, 100'000u);
+  const temp_dir dir;
+  auto spec = spec_of("q3", 777, 200'000, parallelism, dir.file("out"));
+  spec.state_ttl_ms = ttl_ms;
+  REQUIRE(run_query(spec, dir.file("chk")) == 0);
+  const auto events = sluice::test::reference_events(777, 200'000, spec.generator);
+  const auto expected = sluice::test::reference_q3_rows(events, ttl_ms);
+  CHECK(published_lines(dir.file("out")) == expected);
+  // A short ttl misses rows; one longer than a seller's life (the last 1,000 persons, 50 s at 1,000
+  // events/s) misses none.
+  const auto all = reference_rows("q3", 777, 200'000, spec.generator);
+  CHECK((ttl_ms == 2'000u ? expected.size() < all.size() : expected == all));
+}
+
+TEST_CASE("nexmark q3 with a short event-time state TTL killed with SIGKILL publishes exactly the rows of a run "
+          "without kills, which lack the rows whose seller expired",
+          "[nexmark][queries][crash]") {
+  const temp_dir dir;
+  const std::uint64_t events = sluice::test::scaled_for_tsan(600'000);
+  auto spec = spec_of("q3", 0, events, 2, dir.file("straight"));
+  spec.state_ttl_ms = 1'500;  // shorter than some sellers' runs of auctions: rows are missed
+  REQUIRE(run_query(spec, dir.file("chk-straight")) == 0);
+  const auto straight = published_lines(dir.file("straight"));
+  CHECK(straight == sluice::test::reference_q3_rows(sluice::test::reference_events(0, events, spec.generator), 1'500));
+  CHECK(straight.size() < reference_rows("q3", 0, events, spec.generator).size());
+
+  spec.output = dir.file("out");
+  const auto job = [&spec, &dir] {
+    dataflow::job_builder built("nexmark-" + spec.query);
+    nexmark::build_query(built, spec);
+    auto settings = sluice::test::test_job_settings(dir.file("chk"), snapshot::checkpoint_mode::unaligned, "local");
+    settings.checkpoint_interval = std::chrono::milliseconds(10);
+    return dataflow::run_job(built, settings).exit_code;
+  };
+  const auto reset = [&dir] {
+    std::filesystem::remove_all(dir.file("out"));
+    std::filesystem::remove_all(dir.file("chk"));
+  };
+  const auto report = sluice::test::run_until_done(job, reset, 20261207, 5, 150);
+  CHECK(report.kills > 0);
+  REQUIRE(report.exit_code == 0);
+  CHECK(published_lines(dir.file("out")) == straight);
+}
+
 TEST_CASE("a nexmark query resumed with another rate, first event, ratio, size or query is refused and changes nothing",
           "[nexmark][queries]") {
   const temp_dir dir;
@@ -132,4 +179,8 @@ TEST_CASE("an unknown nexmark query or zero events is refused by build_query, na
   spec.events = 0;
   dataflow::job_builder job2("nexmark");
   CHECK_THROWS_WITH(nexmark::build_query(job2, spec), Catch::Contains("events"));
+  spec.events = 10;
+  spec.state_ttl_ms = 1'000;
+  dataflow::job_builder job3("nexmark");
+  CHECK_THROWS_WITH(nexmark::build_query(job3, spec), Catch::Contains("applies to q3"));
 }

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -71,7 +72,9 @@ void q2(const std::vector<event>& events, std::vector<std::string>& rows) {
   }
 }
 
-void q3(const std::vector<event>& events, std::vector<std::string>& rows) {
+// q3 with an event-time state TTL of `ttl_ms` (0: none): a person and an auction join only when
+// their times are less than the ttl apart.
+void q3_within(const std::vector<event>& events, std::uint64_t ttl_ms, std::vector<std::string>& rows) {
   std::multimap<std::int64_t, const person*> local;  // by id, the persons of OR, ID and CA
   for (const person* p : persons_of(events)) {
     if (p->state == "OR" || p->state == "ID" || p->state == "CA") local.emplace(p->id, p);
@@ -81,10 +84,13 @@ void q3(const std::vector<event>& events, std::vector<std::string>& rows) {
     const auto [begin, end] = local.equal_range(a->seller);
     for (auto it = begin; it != end; ++it) {
       const person& p = *it->second;
+      const auto apart = static_cast<std::uint64_t>(std::abs(a->date_time - p.date_time));
+      if (ttl_ms != 0 && apart >= ttl_ms) continue;
       rows.push_back(fmt::format("{},{},{},{}", p.name, p.city, p.state, a->id));
     }
   }
 }
+void q3(const std::vector<event>& events, std::vector<std::string>& rows) { q3_within(events, 0, rows); }
 
 void q4(const std::vector<event>& events, std::vector<std::string>& rows) {
   std::multimap<std::int64_t, const bid*> by_auction;
@@ -180,6 +186,13 @@ std::vector<std::string> reference_rows(std::string_view query, const std::vecto
   }
   throw std::invalid_argument(fmt::format("nexmark reference: no query '{}' (there are q0, q1, q2, q3, q4, q5, q7, q8)",
                                           query));
+}
+
+std::vector<std::string> reference_q3_rows(const std::vector<nexmark::event>& events, std::uint64_t ttl_ms) {
+  std::vector<std::string> rows;
+  q3_within(events, ttl_ms, rows);
+  std::sort(rows.begin(), rows.end());
+  return rows;
 }
 
 const std::vector<std::string_view>& reference_queries() {

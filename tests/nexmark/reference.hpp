@@ -46,6 +46,10 @@ std::vector<nexmark::event> reference_events(std::uint64_t first, std::uint64_t 
 // Throws std::invalid_argument, naming the query, for any other query.
 std::vector<std::string> reference_rows(std::string_view query, const std::vector<nexmark::event>& events);
 
+// q3's rows with an event-time state TTL of ttl_ms (query_spec::state_ttl_ms): the pairs whose
+// times are less than the ttl apart.
+std::vector<std::string> reference_q3_rows(const std::vector<nexmark::event>& events, std::uint64_t ttl_ms);
+
 // The queries reference_rows knows, in order.
 const std::vector<std::string_view>& reference_queries();
 

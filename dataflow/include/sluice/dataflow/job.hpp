@@ -331,15 +331,21 @@ class keyed_stream {
 
   // This keyed stream with a state TTL for the stage it feeds (state_ttl.hpp): an aggregate's
   // accumulators, a process's states, a join's records expire a ttl after their key's last write.
-  // Windows, top-n and window joins drop their state themselves: they refuse one. Of a two-input
-  // stage, set it on either input or on both alike. Not part of the job's identity.
-  //   bids.key_by<std::int64_t>(...).state_ttl(state_ttl::event_time(3'600'000)).aggregate<...>(...)
-  keyed_stream state_ttl(dataflow::state_ttl ttl) const {
+  // An event-time TTL needs `time`, the records' event time (throws std::invalid_argument without
+  // it). Windows, top-n and window joins drop their state themselves: they refuse one. Of a
+  // two-input stage, set a processing-time TTL on either input, an event-time one on both (each
+  // with its records' time). Not part of the job's identity.
+  //   bids.key_by<std::int64_t>(...).state_ttl(state_ttl::event_time(3'600'000), time_of_bid).aggregate<...>(...)
+  keyed_stream state_ttl(dataflow::state_ttl ttl, std::function<std::uint64_t(const T&)> time = {}) const {
+    if (ttl.on() && ttl.domain == dataflow::state_ttl::clock::event_time && !time) {
+      throw std::invalid_argument("state_ttl " + ttl.describe() + ": an event-time TTL needs the records' event time "
+                                  "(state_ttl(ttl, time))");
+    }
     keyed_stream out = *this;
-    out.ttl_ = ttl;
+    out.ttl_ = {ttl, std::move(time)};
     return out;
   }
-  const dataflow::state_ttl& ttl() const noexcept { return ttl_; }
+  const ttl_spec<T>& ttl() const noexcept { return ttl_; }
 
   // A new two-input stage: a tumbling event-time window join of this stream (the left input) with
   // `right`, keyed alike. For every left record l and right record r with equal keys whose event
@@ -431,7 +437,11 @@ class keyed_stream {
     }, std::move(identity));
     keyed_stream<K, partial> out(std::move(partials), [](const partial& p) { return p.first; });
     out.key_groups_ = key_groups_;  // the max parallelism and TTL set before combine() hold after it
-    out.ttl_ = ttl_;
+    if (ttl_.ttl.on() && ttl_.ttl.domain == dataflow::state_ttl::clock::event_time) {
+      throw std::invalid_argument("combine: an event-time state_ttl is on the records, not on the partial "
+                                  "accumulators combine() sends; set a processing-time one, or none");
+    }
+    out.ttl_.ttl = ttl_.ttl;
     return out;
   }
   static constexpr std::size_t default_combine_keys = 16384;
@@ -556,21 +566,11 @@ class keyed_stream {
   }
   // For an operator whose state ends by itself (windows, top-n, a partition): a TTL is a mistake.
   void refuse_ttl(const char* op, const std::string& name) const {
-    if (ttl_.on()) {
-      throw std::invalid_argument(std::string(op) + " '" + name + "': a state_ttl (" + ttl_.describe() +
+    if (ttl_.ttl.on()) {
+      throw std::invalid_argument(std::string(op) + " '" + name + "': a state_ttl (" + ttl_.ttl.describe() +
                                   ") applies to aggregate, process, process_with and join; this operator drops "
                                   "its state itself");
     }
-  }
-  // The TTL of a two-input stage: set on either input, or on both alike.
-  template <class R>
-  dataflow::state_ttl two_input_ttl(const keyed_stream<K, R>& right, std::size_t stage) const {
-    const dataflow::state_ttl& r = right.ttl();
-    if (ttl_.on() && r.on() && (ttl_.ttl != r.ttl || ttl_.domain != r.domain)) {
-      throw std::invalid_argument("stage '" + up_.job()->stages()[stage].name + "': its inputs set state_ttl " +
-                                  ttl_.describe() + " and " + r.describe() + "; a two-input stage has one");
-    }
-    return ttl_.on() ? ttl_ : r;
   }
   // A keyed stage's identity: its key groups, then its operator's entries.
   std::vector<std::string> keyed_identity(std::size_t stage, std::vector<std::string> entries) const {
@@ -581,7 +581,7 @@ class keyed_stream {
   stream<T> up_;
   std::function<K(const T&)> key_;
   std::size_t key_groups_ = 0;  // 0: not set (default_key_groups)
-  dataflow::state_ttl ttl_;     // off unless set
+  ttl_spec<T> ttl_;             // off unless set
 };
 
 template <class T>

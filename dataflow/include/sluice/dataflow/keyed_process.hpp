@@ -118,15 +118,23 @@ class keyed_process_core {
     table_.set_ttl(ttl.ttl);
   }
 
-  // Runs fn with the key's context, its state expired first if due (state TTL).
+  // Runs fn with the key's context, its state expired first if due (state TTL; record_time is the
+  // record's event time, for an event-time one).
   template <class Fn>
-  void with_key(const K& key, Fn&& fn) {
-    if (clock_.processing()) table_.advance_time(clock_.at_record());
+  void with_key(const K& key, Fn&& fn, std::uint64_t record_time = 0) {
+    if (table_.ttl() == 0) {
+      context ctx(*this, key);
+      fn(ctx);
+      return;
+    }
+    clock_.enter(table_, record_time, watermark_);
     expire_if_due(key);
     context ctx(*this, key);
     fn(ctx);
-    if (table_.ttl() != 0) table_.sweep(ttl_sweep_per_record, [this](auto r) { expire(r); });
+    clock_.leave(table_);
+    table_.sweep(ttl_sweep_per_record, [this](auto r) { expire(r); });
   }
+  bool event_ttl() const noexcept { return clock_.event(); }
   void watermark(std::uint64_t t) {
     if (clock_.event()) table_.advance_time(t);
     advance(t);
@@ -277,12 +285,14 @@ class keyed_process final : public collector<T>, public stateful, public chain_p
     std::function<void(const T&, context&)> on_record;
     std::function<void(std::uint64_t, context&)> on_timer;  // may be empty: a timer then does nothing
   };
-  keyed_process(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups, state_ttl ttl = {})
-      : key_(std::move(fns.key)), on_record_(std::move(fns.on_record)),
-        core_(std::move(fns.on_timer), out, key_groups, "keyed process", ttl) {}
+  keyed_process(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups, ttl_spec<T> ttl = {})
+      : key_(std::move(fns.key)), on_record_(std::move(fns.on_record)), time_(std::move(ttl.time)),
+        core_(std::move(fns.on_timer), out, key_groups, "keyed process", ttl.ttl) {
+    if (core_.event_ttl() && !time_) throw std::invalid_argument("keyed process: an event-time TTL without a time");
+  }
 
   void collect(const T& record) override {
-    core_.with_key(key_(record), [&](context& ctx) { on_record_(record, ctx); });
+    core_.with_key(key_(record), [&](context& ctx) { on_record_(record, ctx); }, time_ ? time_(record) : 0);
   }
   void watermark(std::uint64_t t) override { core_.watermark(t); }
   void end_of_data() override { core_.end_of_data(); }
@@ -302,6 +312,7 @@ class keyed_process final : public collector<T>, public stateful, public chain_p
  private:
   std::function<K(const T&)> key_;
   std::function<void(const T&, context&)> on_record_;
+  std::function<std::uint64_t(const T&)> time_;  // an event-time TTL's record time
   detail::keyed_process_core<K, S, Out> core_;
 };
 
@@ -318,17 +329,24 @@ class keyed_co_process final : public stateful, public chain_part {
     std::function<void(const R&, context&)> on_right;
     std::function<void(std::uint64_t, context&)> on_timer;  // may be empty: a timer then does nothing
   };
+  // ttl: the stage's state TTL; an event-time one needs both inputs' record times.
   keyed_co_process(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups,
-                   state_ttl ttl = {})
+                   state_ttl ttl = {}, std::function<std::uint64_t(const L&)> left_time = {},
+                   std::function<std::uint64_t(const R&)> right_time = {})
       : left_key_(std::move(fns.left_key)), right_key_(std::move(fns.right_key)), on_left_(std::move(fns.on_left)),
-        on_right_(std::move(fns.on_right)),
-        core_(std::move(fns.on_timer), out, key_groups, "keyed co-process", ttl) {}
+        on_right_(std::move(fns.on_right)), left_time_(std::move(left_time)), right_time_(std::move(right_time)),
+        core_(std::move(fns.on_timer), out, key_groups, "keyed co-process", ttl) {
+    if (core_.event_ttl() && !(left_time_ && right_time_)) {
+      throw std::invalid_argument("keyed co-process: an event-time TTL without both inputs' times");
+    }
+  }
 
   void left(const L& record) {
-    core_.with_key(left_key_(record), [&](context& ctx) { on_left_(record, ctx); });
+    core_.with_key(left_key_(record), [&](context& ctx) { on_left_(record, ctx); }, left_time_ ? left_time_(record) : 0);
   }
   void right(const R& record) {
-    core_.with_key(right_key_(record), [&](context& ctx) { on_right_(record, ctx); });
+    core_.with_key(right_key_(record), [&](context& ctx) { on_right_(record, ctx); },
+                   right_time_ ? right_time_(record) : 0);
   }
   void watermark(std::uint64_t t) { core_.watermark(t); }
   void end_of_data() { core_.end_of_data(); }
@@ -349,6 +367,8 @@ class keyed_co_process final : public stateful, public chain_part {
   std::function<K(const R&)> right_key_;
   std::function<void(const L&, context&)> on_left_;
   std::function<void(const R&, context&)> on_right_;
+  std::function<std::uint64_t(const L&)> left_time_;  // an event-time TTL's record times
+  std::function<std::uint64_t(const R&)> right_time_;
   detail::keyed_process_core<K, S, Out> core_;
 };
 
@@ -362,22 +382,51 @@ using regular_join_state = std::pair<std::vector<L>, std::vector<R>>;
 template <class K, class L, class R, class Out>
 using regular_join_op = keyed_co_process<K, L, R, regular_join_state<L, R>, Out>;
 
+// An event-time TTL of a regular join: two records join when their times are less than the ttl
+// apart, and a held record goes once the watermark is a ttl past its time (no later record could
+// join it). So which pairs come out depends on the records' times only, not on the order the two
+// inputs' channels interleave in: a replay after a recovery emits exactly what the first run would.
+template <class L, class R>
+struct join_event_ttl {
+  std::uint64_t ttl = 0;  // 0: none
+  std::function<std::uint64_t(const L&)> left_time;
+  std::function<std::uint64_t(const R&)> right_time;
+
+  bool within(std::uint64_t a, std::uint64_t b) const noexcept { return ttl == 0 || (a > b ? a - b : b - a) < ttl; }
+  // Forgets the held records the watermark is a ttl past.
+  void prune(regular_join_state<L, R>& s, std::uint64_t watermark) const {
+    if (ttl == 0 || watermark < ttl) return;
+    const std::uint64_t horizon = watermark - ttl;
+    std::erase_if(s.first, [&](const L& l) { return left_time(l) <= horizon; });
+    std::erase_if(s.second, [&](const R& r) { return right_time(r) <= horizon; });
+  }
+};
+
 // The regular join as the functions of a keyed_co_process (what keyed_stream::join runs): a record
-// emits emit(key, l, r) with each record the other side holds, then is held itself. No timers.
+// emits emit(key, l, r) with each record the other side holds (within an event-time TTL of it, if
+// one is given), then is held itself. No timers.
 template <class K, class L, class R, class Out>
 typename regular_join_op<K, L, R, Out>::functions regular_join_functions(
     std::function<K(const L&)> left_key, std::function<K(const R&)> right_key,
-    std::function<Out(const K&, const L&, const R&)> emit) {
+    std::function<Out(const K&, const L&, const R&)> emit, join_event_ttl<L, R> ttl = {}) {
   using context = process_context<K, regular_join_state<L, R>, Out>;
-  auto on_left = [emit](const L& l, context& ctx) {
-    auto& [lefts, rights] = ctx.state();
-    for (const R& r : rights) ctx.emit(emit(ctx.key(), l, r));
-    lefts.push_back(l);
+  auto on_left = [emit, ttl](const L& l, context& ctx) {
+    auto& state = ctx.state();
+    ttl.prune(state, ctx.watermark());
+    const std::uint64_t t = ttl.ttl == 0 ? 0 : ttl.left_time(l);
+    for (const R& r : state.second) {
+      if (ttl.ttl == 0 || ttl.within(t, ttl.right_time(r))) ctx.emit(emit(ctx.key(), l, r));
+    }
+    state.first.push_back(l);
   };
-  auto on_right = [emit](const R& r, context& ctx) {
-    auto& [lefts, rights] = ctx.state();
-    for (const L& l : lefts) ctx.emit(emit(ctx.key(), l, r));
-    rights.push_back(r);
+  auto on_right = [emit, ttl](const R& r, context& ctx) {
+    auto& state = ctx.state();
+    ttl.prune(state, ctx.watermark());
+    const std::uint64_t t = ttl.ttl == 0 ? 0 : ttl.right_time(r);
+    for (const L& l : state.first) {
+      if (ttl.ttl == 0 || ttl.within(ttl.left_time(l), t)) ctx.emit(emit(ctx.key(), l, r));
+    }
+    state.second.push_back(r);
   };
   return {std::move(left_key), std::move(right_key), on_left, on_right, {}};
 }
@@ -412,8 +461,10 @@ stream<Out> keyed_stream<K, T>::process_with(
   const std::size_t stage = exchange_with(right, std::move(name), parallelism);
   using op = keyed_co_process<K, T, R, S, Out>;
   typename op::functions fns{key_, right.key(), std::move(on_left), std::move(on_right), std::move(on_timer)};
-  return stream<Out>(up_.job(), stage, [fns, ttl = two_input_ttl(right, stage)](task_builder& b, collector<Out>& down) {
-    auto& p = b.make<op>(fns, down, b.key_groups(), ttl);
+  const dataflow::state_ttl stage_ttl = detail::two_input_ttl(ttl_, right.ttl(), up_.job()->stages()[stage].name);
+  return stream<Out>(up_.job(), stage, [fns, stage_ttl, lt = ttl_.time, rt = right.ttl().time](task_builder& b,
+                                                                                             collector<Out>& down) {
+    auto& p = b.make<op>(fns, down, b.key_groups(), stage_ttl, lt, rt);
     b.add_state(p);
     b.set_input(b.make<process_with_input<K, T, R, S, Out>>(b.input_channels().at(0), p));
   }, keyed_identity(stage, {"op=process_with"}));
@@ -424,7 +475,12 @@ template <class R, class Out>
 stream<Out> keyed_stream<K, T>::join(const keyed_stream<K, R>& right, std::string name, std::size_t parallelism,
                                      std::function<Out(const K&, const T&, const R&)> emit) const {
   if (!emit) throw std::invalid_argument("join '" + name + "': emit is empty");
-  auto fns = regular_join_functions<K, T, R, Out>(key_, right.key(), std::move(emit));
+  const dataflow::state_ttl stage_ttl = detail::two_input_ttl(ttl_, right.ttl(), name);
+  join_event_ttl<T, R> per_record;
+  if (stage_ttl.on() && stage_ttl.domain == dataflow::state_ttl::clock::event_time) {
+    per_record = {stage_ttl.ttl, ttl_.time, right.ttl().time};
+  }
+  auto fns = regular_join_functions<K, T, R, Out>(key_, right.key(), std::move(emit), std::move(per_record));
   const stream<Out> joined = process_with<R, regular_join_state<T, R>, Out>(right, std::move(name), parallelism,
                                                                           std::move(fns.on_left),
                                                                           std::move(fns.on_right), {});

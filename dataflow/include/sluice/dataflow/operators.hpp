@@ -202,15 +202,22 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
     std::function<Out(const K&, const Acc&)> emit;
   };
   keyed_aggregate(functions fns, collector<Out>& out, std::size_t key_groups = default_key_groups,
-                  state_ttl ttl = {})
-      : fns_(std::move(fns)), out_(&out), state_("keyed aggregate", key_groups), clock_(ttl) {
-    state_.set_ttl(ttl.ttl);
+                  ttl_spec<In> ttl = {})
+      : fns_(std::move(fns)), out_(&out), state_("keyed aggregate", key_groups), clock_(ttl.ttl),
+        ttl_time_(std::move(ttl.time)) {
+    state_.set_ttl(ttl.ttl.ttl);
+    if (clock_.event() && !ttl_time_) throw std::invalid_argument("keyed aggregate: an event-time TTL without a time");
   }
 
   void collect(const In& record) override {
-    if (clock_.processing()) state_.advance_time(clock_.at_record());
+    if (state_.ttl() == 0) {
+      fns_.fold(state_.upsert(fns_.key(record)), record);
+      return;
+    }
+    clock_.enter(state_, clock_.event() ? ttl_time_(record) : 0, watermark_);
     fns_.fold(state_.upsert(fns_.key(record)), record);
-    if (state_.ttl() != 0) state_.sweep(detail::ttl_sweep_per_record, [this](auto r) { state_.erase(r); });
+    clock_.leave(state_);
+    state_.sweep(detail::ttl_sweep_per_record, [this](auto r) { state_.erase(r); });
   }
   void watermark(std::uint64_t t) override {
     watermark_ = std::max(watermark_, t);
@@ -266,6 +273,7 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
   collector<Out>* out_;
   state_table<K, Acc> state_;
   detail::ttl_clock clock_;
+  std::function<std::uint64_t(const In&)> ttl_time_;  // an event-time TTL's record time
   std::uint64_t watermark_ = 0;
   bool emitted_ = false;
 };

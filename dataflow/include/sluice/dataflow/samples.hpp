@@ -61,6 +61,9 @@ struct join_options {
   std::optional<source_spec<std::string>> left_source;  // a stream instead of the file `left`
   std::optional<source_spec<std::string>> right_source;
   std::uint64_t max_out_of_orderness_ms = 0;  // for the sources' lines (a file must be sorted)
+  // Not 0: a regular join with an event-time state TTL of this much instead of the window join:
+  // rows whose times are less than it apart join ("left_time key left_payload right_payload").
+  std::uint64_t state_ttl_ms = 0;
 };
 
 // One CSV line of a join input.

@@ -39,9 +39,9 @@
 // All integers little-endian. A stream without a header (written before incremental snapshots) is
 // a whole state. restore() reads either.
 //
-// State TTL (state_ttl.hpp). A table given a ttl keeps each entry's last write time (the table's
-// time, which its operator advances: the watermark, or the processing time) and treats an entry
-// whose time plus the ttl is reached as gone: locate(), find() and contains() do not see it, and
+// State TTL (state_ttl.hpp). A table given a ttl keeps each entry's write time (the latest table
+// time it was written at; its operator sets the time: a record's event time, the watermark, or the
+// processing time) and treats an entry whose time plus the ttl is reached as gone: locate(), find() and contains() do not see it, and
 // emplace() makes it anew (V{}). The entries stay until sweep() visits them (an operator calls it a
 // few cells per record, so a table never holds much more than what was written within a ttl) or an
 // operator drops them. Snapshots carry the times (kind 2), so an entry expired before a checkpoint
@@ -215,7 +215,7 @@ class state_table {
     }
     const std::uint32_t c = p.insert(key, h32, epoch_);
     ++size_;
-    touch(p, c, now_);
+    touch(p, c, std::max(now_, write_time_));
     return {ref{g, c}, true};
   }
   V& upsert(const K& key) { return cell_of(emplace(key).first).entry.second; }
@@ -265,14 +265,29 @@ class state_table {
   void set_ttl(std::uint64_t ttl) noexcept { ttl_ = ttl; }
   std::uint64_t ttl() const noexcept { return ttl_; }
   // The table's time: what writes record, and what expiry is measured against. advance_time()
-  // only moves it forward; set_time() sets it (a restore: the restored operator's time).
-  void advance_time(std::uint64_t now) noexcept { now_ = std::max(now_, now); }
-  void set_time(std::uint64_t now) noexcept { now_ = now; }
+  // only moves it forward; set_time() sets it (a restore: the restored operator's time). Time 0 is
+  // "none yet" (no watermark): an entry written then counts from the first time the table gets.
+  void advance_time(std::uint64_t now) noexcept {
+    now_ = std::max(now_, now);
+    if (origin_ == 0) origin_ = now_;
+  }
+  void set_time(std::uint64_t now) noexcept {
+    now_ = now;
+    if (origin_ == 0) origin_ = now_;
+  }
   std::uint64_t time() const noexcept { return now_; }
+  // Writes until the next call record `t` if it is later than the table's time (an event-time TTL:
+  // the writing record's own time); 0: the table's time.
+  void write_time(std::uint64_t t) noexcept { write_time_ = t; }
   bool expired(ref r) const noexcept {
     if (ttl_ == 0 || now_ < ttl_) return false;  // written at or after time 0: none can be
+    return written_at(r) <= now_ - ttl_;
+  }
+  // When the entry at r was last written, as its expiry counts it (a table with a TTL).
+  std::uint64_t written_at(ref r) const noexcept {
     const partition& p = *partitions_[r.group];
-    return r.cell < p.touched.size() && p.touched[r.cell] <= now_ - ttl_;
+    const std::uint64_t t = r.cell < p.touched.size() ? p.touched[r.cell] : now_;
+    return t == 0 ? origin_ : t;
   }
   // Visits up to `visits` cells from where the last sweep stopped (round and round the table) and
   // calls expire(ref) for each expired entry; expire erases it, or changes it (a write: it is live
@@ -565,11 +580,11 @@ class state_table {
         erase(key);
       } else {
         V value = buffers::codec<V>::decode(r);
-        const std::uint64_t written_at = kind == detail::section_timed ? detail::read_u64(r) : now_;
+        const std::uint64_t time = kind == detail::section_timed ? detail::read_u64(r) : now_;
         auto [at, inserted] = emplace(key);
         if (!inserted && !delta) throw std::runtime_error("a key twice in one key group");
         cell_of(at).entry.second = std::move(value);
-        touch(*partitions_[at.group], at.cell, written_at);
+        touch(*partitions_[at.group], at.cell, time);
       }
       runtime::pace_point();  // a large table restores in slices when on a fiber (docs/state.md)
     }
@@ -582,9 +597,13 @@ class state_table {
     capture(r, x);
     // Planted: a changed value is not marked, so the next delta leaves it out (a lost delta).
     if (!SLUICE_PLANTED("delta-loses-write")) x.changed = epoch_;
-    touch(*partitions_[r.group], r.cell, now_);
+    if (ttl_ != 0) {
+      partition& p = *partitions_[r.group];
+      touch(p, r.cell, std::max({r.cell < p.touched.size() ? p.touched[r.cell] : 0, now_, write_time_}));
+    }
   }
-  // Records cell c's write time (a table with a TTL).
+  // Records cell c's write time (a table with a TTL). A write keeps the latest time written (an
+  // event-time write by an older record does not shorten the entry's life).
   void touch(partition& p, std::uint32_t c, std::uint64_t at) {
     if (ttl_ == 0) return;
     if (p.touched.size() < p.used) p.touched.resize(std::max<std::size_t>(p.used, p.touched.size() * 2));
@@ -601,10 +620,7 @@ class state_table {
     buffers::byte_writer w(s.bytes);
     buffers::codec<K>::encode(w, x.entry.first);
     buffers::codec<V>::encode(w, x.entry.second);
-    if (frozen_->timed) {
-      const partition& p = *partitions_[r.group];
-      detail::write_u64(w, r.cell < p.touched.size() ? p.touched[r.cell] : now_);
-    }
+    if (frozen_->timed) detail::write_u64(w, written_at(r));
     ++s.entries;
     x.stamp = frozen_->epoch;
   }
@@ -623,6 +639,8 @@ class state_table {
   bool incremental_ = true;
   std::uint64_t ttl_ = 0;           // state TTL: 0, none
   std::uint64_t now_ = 0;           // the table's time (a TTL's)
+  std::uint64_t origin_ = 0;        // the first time it had other than 0
+  std::uint64_t write_time_ = 0;    // what writes record if later than now_
   struct {
     std::size_t group = 0;
     std::uint32_t cell = 0;

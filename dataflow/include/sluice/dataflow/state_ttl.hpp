@@ -4,12 +4,19 @@
 //
 //   bids.key_by<std::int64_t>(...).state_ttl(state_ttl::processing_time(std::chrono::hours(1)))
 //       .join<person, row>(persons, "join", 4, emit);
+//   counts.key_by<std::string>(...).state_ttl(state_ttl::event_time(60'000), [](const hit& h) { return h.time; })
 //
 // Two clocks:
-//   - event time: the operator's watermark. An entry written while the watermark was w expires when
-//     the watermark reaches w + ttl (in the job's event-time units). Deterministic: a replay after a
-//     recovery expires the same entries at the same records as long as the watermarks come in the
-//     same places, which they do within one input channel.
+//   - event time: an entry's time is the latest event time of the records that wrote it (a function
+//     of the record, as windows take; the watermark if later), and it expires once the watermark
+//     reaches that time plus the ttl: then no record yet to come (none is earlier than the
+//     watermark) is within a ttl of any that wrote it. (Counted from the watermark at the write, a
+//     source running ahead of another made entries expire early: q3 at parallelism 2 lost rows to a
+//     60 s ttl.) The regular join goes further, per record: two records join when their times are
+//     less than a ttl apart (join_event_ttl, keyed_process.hpp), so its output depends on the
+//     records' times only, and a replay after a recovery emits exactly what the first run would. An
+//     aggregate's or a process's expiry depends on where the watermarks fall between a key's
+//     records, which is the same in every run only when the key's records come over one channel.
 //   - processing time: milliseconds of the wall clock, through the system seam (runtime/system.hpp,
 //     which the simulation models), read once every 64 records. Survives a restart (a checkpoint
 //     stores each entry's write time), but what expires depends on how fast the job runs.
@@ -23,8 +30,10 @@
 
 #include <sluice/runtime/system.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -55,7 +64,32 @@ struct state_ttl {
   }
 };
 
+// A keyed stream's TTL: the config and, for event time, its records' time.
+template <class T>
+struct ttl_spec {
+  state_ttl ttl;
+  std::function<std::uint64_t(const T&)> time;  // event time only
+};
+
 namespace detail {
+// The TTL of a two-input stage: set on either input (processing time) or, for event time, on both
+// (each with its records' time), alike. Throws std::invalid_argument naming the stage otherwise.
+template <class L, class R>
+state_ttl two_input_ttl(const ttl_spec<L>& left, const ttl_spec<R>& right, const std::string& stage) {
+  const state_ttl& l = left.ttl;
+  const state_ttl& r = right.ttl;
+  if (l.on() && r.on() && (l.ttl != r.ttl || l.domain != r.domain)) {
+    throw std::invalid_argument("stage '" + stage + "': its inputs set state_ttl " + l.describe() + " and " +
+                                r.describe() + "; a two-input stage has one");
+  }
+  const state_ttl ttl = l.on() ? l : r;
+  if (ttl.on() && ttl.domain == state_ttl::clock::event_time && !(l.on() && r.on())) {
+    throw std::invalid_argument("stage '" + stage + "': an event-time state_ttl needs the records' time of both "
+                                "inputs: set it on both, each with its time function");
+  }
+  return ttl;
+}
+
 // An operator's view of its TTL clock: the time its table measures against. Event time follows
 // the watermarks the operator passes in; processing time reads the wall clock every 64th record.
 class ttl_clock {
@@ -64,12 +98,24 @@ class ttl_clock {
   const state_ttl& config() const noexcept { return ttl_; }
   bool processing() const noexcept { return ttl_.on() && ttl_.domain == state_ttl::clock::processing_time; }
   bool event() const noexcept { return ttl_.on() && ttl_.domain == state_ttl::clock::event_time; }
-  // The time to advance a table to before a record (processing time: cached for 63 records).
-  std::uint64_t at_record() {
-    if (processing() && calls_++ % 64 == 0) now_ = wall_ms();
-    return now_;
+  // A record of event time `record_time` (event time only) is about to write: the table's time for
+  // it (processing time: the wall clock, read every 64th record).
+  template <class Table>
+  void enter(Table& table, std::uint64_t record_time, std::uint64_t watermark) {
+    if (processing()) {
+      if (calls_++ % 64 == 0) now_ = wall_ms();
+      table.advance_time(now_);
+    } else if (event()) {
+      table.set_time(watermark);
+      table.write_time(record_time);
+    }
   }
-  // The time now, read afresh (processing time), or the last at_record() time.
+  // The record is done: writes record the table's time again.
+  template <class Table>
+  void leave(Table& table) {
+    if (event()) table.write_time(0);
+  }
+  // The time now, read afresh (processing time), or the last one read.
   std::uint64_t fresh() {
     if (processing()) now_ = wall_ms();
     return now_;
