@@ -9,6 +9,7 @@
 #include <sluice/runtime/offload.hpp>
 #include <sluice/runtime/run_on.hpp>
 #include <sluice/runtime/timer.hpp>
+#include <sluice/runtime/when_all.hpp>
 
 #include <fmt/core.h>
 
@@ -101,14 +102,21 @@ rt::task<void> runner::restore_operators(task_slot* slot, std::optional<std::str
 }
 
 // Why the recovered state does not restore, if it does not: a task's operator state does not
-// decode, or a channel's recovered stream (the consumer's input state, then the producer's output
-// state for it) is not whole records.
+// decode (the first such task in task order), or a channel's recovered stream (the consumer's input
+// state, then the producer's output state for it) is not whole records. Every task's operators
+// restore at once, each task on its own executor: a large table's restore is most of a recovery,
+// and tasks on different executors then restore in parallel.
 rt::task<std::optional<std::string>> runner::restore_problem(const ss::recovery_plan& plan) {
   if (!plan.checkpoint) co_return std::nullopt;
-  for (task_slot* slot : mine_) {
-    std::optional<std::string> problem;
-    co_await rt::run_on(slot->executor, restore_operators(slot, &problem));
-    if (problem) co_return problem;
+  std::vector<std::optional<std::string>> problems(mine_.size());
+  std::vector<rt::task<void>> restores;
+  restores.reserve(mine_.size());
+  for (std::size_t i = 0; i < mine_.size(); ++i) {
+    restores.push_back(rt::run_on(mine_[i]->executor, restore_operators(mine_[i], &problems[i])));
+  }
+  co_await rt::when_all(std::move(restores));
+  for (std::optional<std::string>& problem : problems) {
+    if (problem) co_return std::move(problem);
   }
   const auto state_of = [&plan](ss::task_id id) -> const ss::task_state* {
     auto it = plan.tasks.find(id);

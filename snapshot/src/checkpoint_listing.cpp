@@ -1,6 +1,6 @@
 // Checkpoint storage (see checkpoint_storage.hpp): which entries of the root are checkpoints
 // (names, and directories only: a symlink named chk-<id> is set aside unread), the listing behind
-// `sluice checkpoints`, and recovery's choice of the newest valid checkpoint.
+// `sluice checkpoints` (validate() of each), and recovery's choice of the newest valid checkpoint.
 
 #include <sluice/io/directory.hpp>
 #include <sluice/io/fs.hpp>
@@ -162,6 +162,27 @@ runtime::task<io::result<recovery_choice>> checkpoint_storage::newest_valid(std:
     runtime::log::warn("recovery: none of the {} checkpoints under '{}' is valid", ids->size(), root_);
   }
   co_return choice;
+}
+
+runtime::task<checkpoint_info> checkpoint_storage::validate(checkpoint_id id) {
+  validity_memo memo;
+  co_return co_await validate_with(id, &memo);
+}
+
+runtime::task<checkpoint_info> checkpoint_storage::validate_with(checkpoint_id id, validity_memo* memo) {
+  checkpoint_info info;
+  info.id = id;
+  info.name = fmt::format("chk-{}", id);
+  info.path = checkpoint_dir(id);
+  checked_files files;
+  auto checked = co_await check(id, nullptr, &info, memo, &files);
+  info.valid = checked.ok();
+  if (!checked) {
+    info.fault = checked.error().code();
+    info.reason = checked.error().message();
+  }
+  remember(id, checked, std::move(files), memo);
+  co_return info;
 }
 
 }  // namespace sluice::snapshot

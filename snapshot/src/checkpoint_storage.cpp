@@ -1,6 +1,6 @@
-// Checkpoint storage (see checkpoint_storage.hpp): the commit protocol and validation. Listing and
-// recovery's choice live in checkpoint_listing.cpp, retention in retention.cpp, load() in
-// checkpoint_loading.cpp.
+// Checkpoint storage (see checkpoint_storage.hpp): the commit protocol and validation (check()).
+// Listing, validate() and recovery's choice live in checkpoint_listing.cpp, retention in
+// retention.cpp, load() in checkpoint_loading.cpp.
 
 #include <sluice/io/file.hpp>
 #include <sluice/io/fs.hpp>
@@ -17,6 +17,7 @@
 #include <charconv>
 #include <set>
 #include <chrono>
+#include <memory>
 #include <span>
 #include <utility>
 
@@ -76,6 +77,39 @@ runtime::task<io::result<state_file_summary>> check_file(std::string path, std::
   }
   if (failed) co_return std::move(*failed);
   co_return summary;
+}
+
+// The checks of a validated state file against its manifest entry: size, CRC32C and byte totals.
+io::result<void> matches_manifest(const manifest_file& f, const state_file_summary& summary,
+                                  const std::string& file_label) {
+  if (summary.size_bytes != f.size_bytes) {
+    return with_code(storage_errc::size_mismatch, fmt::format("{}: size mismatch: the manifest says {} bytes, the file "
+                                                              "has {}",
+                                                              file_label, f.size_bytes, summary.size_bytes));
+  }
+  if (summary.crc32c != f.crc32c) {
+    return with_code(storage_errc::bad_checksum,
+                     fmt::format("{}: bad checksum: the manifest says CRC32C {:08x}, the file has {:08x}", file_label,
+                                 f.crc32c, summary.crc32c));
+  }
+  if (summary.operator_state_bytes != f.operator_state_bytes || summary.channel_state_bytes != f.channel_state_bytes) {
+    return with_code(storage_errc::bad_manifest,
+                     fmt::format("{}: the manifest says {} operator state and {} channel state bytes, the file "
+                                 "holds {} and {}",
+                                 file_label, f.operator_state_bytes, f.channel_state_bytes,
+                                 summary.operator_state_bytes, summary.channel_state_bytes));
+  }
+  return io::success();
+}
+
+// A base file's state as a chain needs it (its operator records; channel state dropped), or null
+// when check_file kept none.
+std::unique_ptr<task_state> chain_link_of(std::vector<task_state>& kept) {
+  if (kept.empty()) return nullptr;
+  auto link = std::make_unique<task_state>(std::move(kept.front()));
+  link->input_channels.clear();
+  link->output_channels.clear();
+  return link;
 }
 
 // Closes `f` after a failed step; the step's error is the one to report.
@@ -390,27 +424,13 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpo
   for (const auto& f : manifest->files) {
     const std::string file_label = label(id, f.name);
     const std::optional<task_id> task = task_of_file_name(f.name);
+    // load(): a required checkpoint's file on a chain keeps its operator records as it is validated.
+    std::vector<task_state> link;
+    std::vector<task_state>* into = keep != nullptr || !memo->keep_names.contains(f.name) ? keep : &link;
     auto summary = co_await check_file(fmt::format("{}/{}", checkpoint_dir(id), f.name), file_label,
-                                       {.checkpoint = id, .task = task}, keep);
+                                       {.checkpoint = id, .task = task}, into);
     if (!summary) co_return std::move(summary).error();
-    if (summary->size_bytes != f.size_bytes) {
-      co_return with_code(storage_errc::size_mismatch,
-                          fmt::format("{}: size mismatch: the manifest says {} bytes, the file has {}", file_label,
-                                      f.size_bytes, summary->size_bytes));
-    }
-    if (summary->crc32c != f.crc32c) {
-      co_return with_code(storage_errc::bad_checksum,
-                          fmt::format("{}: bad checksum: the manifest says CRC32C {:08x}, the file has {:08x}",
-                                      file_label, f.crc32c, summary->crc32c));
-    }
-    if (summary->operator_state_bytes != f.operator_state_bytes ||
-        summary->channel_state_bytes != f.channel_state_bytes) {
-      co_return with_code(storage_errc::bad_manifest,
-                          fmt::format("{}: the manifest says {} operator state and {} channel state bytes, the file "
-                                      "holds {} and {}",
-                                      file_label, f.operator_state_bytes, f.channel_state_bytes,
-                                      summary->operator_state_bytes, summary->channel_state_bytes));
-    }
+    if (auto listed = matches_manifest(f, *summary, file_label); !listed) co_return std::move(listed).error();
     if (!tasks_seen.insert(summary->task).second) {
       co_return with_code(storage_errc::bad_manifest,
                           fmt::format("{}: task {} has another state file in this checkpoint", file_label, summary->task));
@@ -423,8 +443,11 @@ runtime::task<io::result<checkpoint_manifest>> checkpoint_storage::check(checkpo
                                         file_label, base));
       }
     }
-    own[f.name] = checked_file{f.size_bytes, std::move(summary->operator_bases)};
+    own[f.name] = checked_file{f.size_bytes, std::move(summary->operator_bases), chain_link_of(link)};
     if (!summary->bases.empty()) deltas.emplace_back(&f, std::move(summary->bases));
+  }
+  if (keep != nullptr) {
+    for (const auto& [f, bases] : deltas) memo->keep_names.insert(f->name);  // before any base is checked
   }
   // Newest first: a chain is then checked from its head, each link once (memo).
   std::map<checkpoint_id, const checked_checkpoint*> required;
@@ -459,36 +482,15 @@ const checkpoint_storage::checked_checkpoint* checkpoint_storage::remember(
   } else {
     verdict.invalid = checked.error();
   }
-  return &memo->insert_or_assign(id, std::move(verdict)).first->second;
+  return &memo->checked.insert_or_assign(id, std::move(verdict)).first->second;
 }
 
 runtime::task<const checkpoint_storage::checked_checkpoint*> checkpoint_storage::check_required(checkpoint_id id,
                                                                                               validity_memo* memo) {
-  if (auto it = memo->find(id); it != memo->end()) co_return &it->second;
+  if (auto it = memo->checked.find(id); it != memo->checked.end()) co_return &it->second;
   checked_files files;
   auto checked = co_await check(id, nullptr, nullptr, memo, &files);  // ids strictly fall: the recursion ends
   co_return remember(id, checked, std::move(files), memo);
-}
-
-runtime::task<checkpoint_info> checkpoint_storage::validate(checkpoint_id id) {
-  validity_memo memo;
-  co_return co_await validate_with(id, &memo);
-}
-
-runtime::task<checkpoint_info> checkpoint_storage::validate_with(checkpoint_id id, validity_memo* memo) {
-  checkpoint_info info;
-  info.id = id;
-  info.name = fmt::format("chk-{}", id);
-  info.path = checkpoint_dir(id);
-  checked_files files;
-  auto checked = co_await check(id, nullptr, &info, memo, &files);
-  info.valid = checked.ok();
-  if (!checked) {
-    info.fault = checked.error().code();
-    info.reason = checked.error().message();
-  }
-  remember(id, checked, std::move(files), memo);
-  co_return info;
 }
 
 }  // namespace sluice::snapshot

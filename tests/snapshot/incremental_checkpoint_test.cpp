@@ -279,6 +279,44 @@ TEST_CASE("a base file without the delta operator's state fails the load, naming
         "chk-1/task-0.state: holds no state of operator 7 (operator 7 of chk-2/task-0.state is based on it)");
 }
 
+// load() reads each base file once: validating a required checkpoint, it keeps the operator records
+// of the files a chain goes through (the loaded checkpoint's delta tasks) and only validates the rest.
+TEST_CASE("a load validates every base file and keeps the chain's, and a corrupt one of either kind fails it") {
+  temp_dir dir;
+  checkpoint_storage storage(dir.path());
+  make_link(storage, 1, no_checkpoint);
+  sync_wait(storage.create_checkpoint_dir(2)).value();
+  write_bytes(storage.state_file_path(2, 0), chain_file(2, 0, 1));              // a delta on chk-1
+  write_bytes(storage.state_file_path(2, 1), chain_file(2, 1, no_checkpoint));  // whole: no chain
+  sync_wait(storage.commit_verified(2, checkpoint_mode::aligned, {0, 1}, {})).value();
+
+  SECTION("both intact: task 0's chain is chk-1's state, task 1 has none") {
+    auto loaded = sync_wait(storage.load(2));
+    REQUIRE(loaded.ok());
+    REQUIRE(loaded->tasks.size() == 2);
+    CHECK(loaded->tasks[0].operator_chain.at(0) == std::vector<std::vector<std::byte>>{state_of(1, 0, 0)});
+    CHECK(loaded->tasks[0].operator_state.at(0) == state_of(2, 0, 0));
+    CHECK(loaded->tasks[1].operator_chain.empty());
+    CHECK(loaded->tasks[1].operator_state.at(0) == state_of(2, 1, 0));
+  }
+  for (const task_id t : {0u, 1u}) {  // task 0's base file is kept for the chain, task 1's only validated
+    DYNAMIC_SECTION("a flipped byte in chk-1/task-" << t << ".state") {
+      const std::string path = storage.state_file_path(1, t);
+      auto bytes = read_bytes(path);
+      bytes[bytes.size() - 40 - 5] ^= std::byte{0x40};  // inside operator 1's state, record 2
+      write_bytes(path, bytes);
+      const checkpoint_info info = sync_wait(storage.validate(2));
+      CHECK_FALSE(info.valid);
+      CHECK_THAT(info.reason, Catch::StartsWith("chk-2: requires chk-1, which is not valid: chk-1/task-" +
+                                                std::to_string(t) + ".state: bad checksum in record 2"));
+      auto loaded = sync_wait(storage.load(2));
+      REQUIRE_FALSE(loaded.ok());
+      CHECK(loaded.error().code() == storage_errc::bad_checksum);
+      CHECK(loaded.error().message() == info.reason);
+    }
+  }
+}
+
 TEST_CASE("retention keeps the checkpoints a kept one requires, transitively, until a newer whole one is kept") {
   temp_dir dir;
   checkpoint_storage storage(dir.path(), {.retained_checkpoints = 1});

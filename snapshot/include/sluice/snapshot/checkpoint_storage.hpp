@@ -79,6 +79,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -229,10 +230,13 @@ class checkpoint_storage {
 
  private:
   runtime::task<io::result<checkpoint_manifest>> read_manifest(checkpoint_id id);
-  // One state file of a checked checkpoint: its size and its operators' bases (what a chain follows).
+  // One state file of a checked checkpoint: its size and its operators' bases (what a chain follows),
+  // and for load(), in a checkpoint it requires, the file's operator records (a chain's link, read
+  // in the same pass that validated it).
   struct checked_file {
     std::uint64_t size_bytes = 0;
     std::map<std::uint32_t, checkpoint_id> operator_bases;
+    std::unique_ptr<task_state> kept;  // operator_state and operator_bases only; null unless load() keeps it
   };
   using checked_files = std::map<std::string, checked_file>;  // by file name
   // What one call (list(), load(), ...) found of each checkpoint it checked: why it is invalid, or
@@ -241,10 +245,16 @@ class checkpoint_storage {
     std::optional<io::error> invalid;
     checked_files files;
   };
-  using validity_memo = std::map<checkpoint_id, checked_checkpoint>;
+  struct validity_memo {
+    std::map<checkpoint_id, checked_checkpoint> checked;
+    // load(): the names of the loaded checkpoint's files that hold a delta. A checkpoint it requires
+    // keeps the operator records of its files of these names (checked_file::kept): a chain stays in
+    // its task's file.
+    std::set<std::string> keep_names;
+  };
   // Validates checkpoint `id` end to end, and each checkpoint it requires (through `memo`); fills
   // *info from the manifest (and, when valid, its state_bytes), *keep with the states and *files with
-  // what it found of each file.
+  // what it found of each file (with the records memo->keep_names asks for).
   runtime::task<io::result<checkpoint_manifest>> check(checkpoint_id id, std::vector<task_state>* keep,
                                                        checkpoint_info* info, validity_memo* memo,
                                                        checked_files* files = nullptr);
@@ -258,13 +268,13 @@ class checkpoint_storage {
   // chains go through, whole and once (checkpoint_info::state_bytes).
   static std::uint64_t restore_read_bytes(const checked_files& own, const validity_memo& memo);
   runtime::task<checkpoint_info> validate_with(checkpoint_id id, validity_memo* memo);
-  // Fills state->operator_chain for every delta operator of `state` (a file of checkpoint `id`).
-  struct base_file_cache;
-  runtime::task<io::result<void>> load_chains(checkpoint_id id, task_state* state, base_file_cache* cache);
-  // Task `task`'s file of checkpoint `id`, read once per cache and checked against its manifest;
-  // `why` ("operator 2 of chk-9/task-0.state is based on it") ends its errors.
-  runtime::task<io::result<task_state*>> base_file(checkpoint_id id, task_id task, std::string why,
-                                                   base_file_cache* cache);
+  // Fills state->operator_chain for every delta operator of `state` (a file of checkpoint `id`),
+  // taking each link's bytes from what check() kept in `memo` (no file is read again).
+  io::result<void> load_chains(checkpoint_id id, task_state* state, validity_memo* memo) const;
+  // The state check() kept of file `name` of required checkpoint `id`; `why` ("operator 2 of
+  // chk-9/task-0.state is based on it") ends its errors.
+  io::result<task_state*> chain_link(checkpoint_id id, const std::string& name, const std::string& why,
+                                     validity_memo* memo) const;
   // Removes chk-<id>/ if it is sluice's: committed (`manifest`, what it lists is `known` too) or
   // marked; else not_owned (an empty one is rmdir'ed). `known`: names to unlink before a listing.
   runtime::task<io::result<void>> remove_checkpoint_dir(checkpoint_id id, std::optional<checkpoint_manifest> manifest,
