@@ -50,6 +50,23 @@ int run_query(const nexmark::query_spec& spec, const std::string& checkpoints,
   return dataflow::run_job(job, sluice::test::test_job_settings(checkpoints, mode, "local")).exit_code;
 }
 
+// Runs the query into spec.output with checkpoints every 10 ms under `dir`/chk, killed with SIGKILL
+// five times at random moments (from `seed`), until it finishes.
+sluice::test::crash_report run_killed(const nexmark::query_spec& spec, const temp_dir& dir, std::uint64_t seed) {
+  const auto job = [&spec, &dir] {
+    dataflow::job_builder built("nexmark-" + spec.query);
+    nexmark::build_query(built, spec);
+    auto settings = sluice::test::test_job_settings(dir.file("chk"), snapshot::checkpoint_mode::unaligned, "local");
+    settings.checkpoint_interval = std::chrono::milliseconds(10);
+    return dataflow::run_job(built, settings).exit_code;
+  };
+  const auto reset = [&spec, &dir] {
+    std::filesystem::remove_all(spec.output);
+    std::filesystem::remove_all(dir.file("chk"));
+  };
+  return sluice::test::run_until_done(job, reset, seed, 5, 150);
+}
+
 }  // namespace
 
 TEST_CASE("nexmark q0, q1 and q2 publish exactly the rows of a single-threaded evaluation", "[nexmark][queries]") {
@@ -85,18 +102,7 @@ TEST_CASE("nexmark q1, q3, q4, q5, q7 and q8 killed with SIGKILL at random momen
   const temp_dir dir;
   const std::uint64_t events = sluice::test::scaled_for_tsan(1'000'000);  // long enough for five kills
   const auto spec = spec_of(query, 0, events, 2, dir.file("out"));
-  const auto job = [&spec, &dir] {
-    dataflow::job_builder built("nexmark-" + spec.query);
-    nexmark::build_query(built, spec);
-    auto settings = sluice::test::test_job_settings(dir.file("chk"), snapshot::checkpoint_mode::unaligned, "local");
-    settings.checkpoint_interval = std::chrono::milliseconds(10);
-    return dataflow::run_job(built, settings).exit_code;
-  };
-  const auto reset = [&dir] {
-    std::filesystem::remove_all(dir.file("out"));
-    std::filesystem::remove_all(dir.file("chk"));
-  };
-  const auto report = sluice::test::run_until_done(job, reset, 20261204, 5, 150);
+  const auto report = run_killed(spec, dir, 20261204);
   CHECK(report.kills > 0);
   REQUIRE(report.exit_code == 0);
   CHECK(published_lines(dir.file("out")) == reference_rows(query, 0, events, spec.generator));
@@ -132,18 +138,7 @@ TEST_CASE("nexmark q3 with a short event-time state TTL killed with SIGKILL publ
   CHECK(straight.size() < reference_rows("q3", 0, events, spec.generator).size());
 
   spec.output = dir.file("out");
-  const auto job = [&spec, &dir] {
-    dataflow::job_builder built("nexmark-" + spec.query);
-    nexmark::build_query(built, spec);
-    auto settings = sluice::test::test_job_settings(dir.file("chk"), snapshot::checkpoint_mode::unaligned, "local");
-    settings.checkpoint_interval = std::chrono::milliseconds(10);
-    return dataflow::run_job(built, settings).exit_code;
-  };
-  const auto reset = [&dir] {
-    std::filesystem::remove_all(dir.file("out"));
-    std::filesystem::remove_all(dir.file("chk"));
-  };
-  const auto report = sluice::test::run_until_done(job, reset, 20261207, 5, 150);
+  const auto report = run_killed(spec, dir, 20261207);
   CHECK(report.kills > 0);
   REQUIRE(report.exit_code == 0);
   CHECK(published_lines(dir.file("out")) == straight);
