@@ -33,6 +33,7 @@ declare -A where=(
   [queued-barrier-waits]="join:all window:all"
   [delta-loses-write]="wordcount:all window:all"
   [retention-drops-base]="wordcount:all window:all"
+  [emission-cursor-lost]="wordcount:all wordcount:crash"
 )
 
 mapfile -t plants < <("$sluice" simulate --list-plants)

@@ -48,6 +48,7 @@ struct scenario {
   std::size_t segment_bytes = 32 * 1024;
   std::uint64_t lines = 200;       // input lines (each join side: rows)
   bool big_records = false;        // some lines, and some words, longer than a segment
+  std::uint64_t distinct = 0;      // wordcount: words are this many ids (0: the 100-word vocabulary)
   std::uint64_t state_ttl_ms = 0;  // join: a regular join with this event-time state TTL (0: the window join)
   sim::fault_rates rates{};
   unsigned crashes = 0;            // process crashes to place

@@ -131,6 +131,10 @@ rt::task<void> stream_task::run() {
         ok = co_await step_output();
         continue;
       }
+      if (chain_ending()) {  // (before the source's or the gate's end: the chain still emits)
+        ok = co_await step_end();
+        continue;
+      }
       if (!data_end_reported_ && (built_.source_ != nullptr ? source_ended_ : input_data_ended_)) {
         data_end_reported_ = true;
         task_listener* listener = wiring_.listener;
@@ -318,6 +322,32 @@ rt::task<io::result<void>> stream_task::step_output() {
     (void)r;
   }
   meters_.backpressure.end(wiring_.executor->now());
+  co_return io::result<void>();
+}
+
+bool stream_task::chain_ending() const noexcept {
+  return std::any_of(built_.enders_.begin(), built_.enders_.end(), [](const stepped_end* e) { return e->ending(); });
+}
+
+rt::task<io::result<void>> stream_task::step_end() {
+  // What comes after the end of the data is events (barriers, the partitions' ends): one that is
+  // there goes first, so a barrier waits for at most one step.
+  bf::input_gate* gate = wiring_.gate;
+  const std::optional<std::chrono::steady_clock::time_point> deadline = handler_ ? handler_->deadline() : std::nullopt;
+  if (deadline && wiring_.executor->now() >= *deadline) co_return co_await perform(handler_->on_timer());
+  if (gate != nullptr) {
+    std::optional<bf::gate_item> item = gate->try_next();
+    if (item) co_return co_await handle_item(std::move(*item));
+  }
+  auto stepped = in_chain([this] {
+    for (stepped_end* e : built_.enders_) {
+      if (e->ending()) {
+        e->continue_end();
+        return;
+      }
+    }
+  });
+  co_await std::move(stepped);
   co_return io::result<void>();
 }
 

@@ -169,6 +169,10 @@ class stream_task final : public snapshot::checkpoint_participant, private snaps
   runtime::task<io::result<void>> step_source();
   runtime::task<io::result<void>> step_input();
   runtime::task<io::result<void>> step_output();
+  // An operator's end of the input run in steps (collector.hpp, stepped_end): one step, or the
+  // gate's next item (a barrier) when it has one.
+  bool chain_ending() const noexcept;
+  runtime::task<io::result<void>> step_end();
   runtime::task<io::result<void>> handle_item(buffers::gate_item item);
   runtime::task<io::result<void>> perform(snapshot::barrier_actions actions);
   runtime::task<io::result<void>> snapshot(snapshot::checkpoint_id id, snapshot::checkpoint_mode mode);

@@ -18,6 +18,7 @@ constexpr const char* planted[] = {
     "queued-barrier-waits",   // issue 33: a queued barrier switches to unaligned only when taken
     "delta-loses-write",      // issue 34: an incremental snapshot leaves out a changed key
     "retention-drops-base",   // issue 34: retention removes a checkpoint a kept one requires
+    "emission-cursor-lost",   // issue 34: a recovery mid-emission emits the keys before the cursor again
 };
 const char* active = nullptr;
 #endif

@@ -8,8 +8,9 @@
 //   end_of_data()  the input is exhausted: operators that hold results back emit them now.
 // Operators with state also implement `stateful`: the task snapshots them, in chain order, at a
 // checkpoint and restores them on recovery. Operators that hold records back between inputs (a
-// combiner) implement `flushable`: the task flushes them before it snapshots at a barrier. Everything
-// runs on the task's executor.
+// combiner) implement `flushable`: the task flushes them before it snapshots at a barrier. Operators
+// whose end of the input is long work implement `stepped_end`: the task runs it in steps, between
+// barriers. Everything runs on the task's executor.
 
 #include <sluice/snapshot/deferred_state.hpp>
 
@@ -60,6 +61,33 @@ class flushable {
  public:
   virtual ~flushable() = default;
   virtual void flush() = 0;
+};
+
+// An operator whose end of the input is long work (a keyed aggregate emitting every key of a large
+// table): end_of_data() starts it, and the task calls continue_end() between its other work until
+// ending() is false, taking barriers and messages in between. So a barrier that comes meanwhile
+// waits for one step, not for the whole emission, and the operator's snapshot records how far it
+// got (docs/state.md, "The end of the input"). The operator passes end_of_data() on down the chain
+// when it is done. Driven by hand, off a task (a test), the whole work runs within end_of_data().
+class stepped_end {
+ public:
+  virtual ~stepped_end() = default;
+  // Started and not finished.
+  virtual bool ending() const noexcept = 0;
+  // One step: about runtime::pace_budget records' worth of work.
+  virtual void continue_end() = 0;
+  // A task steps it (task_builder::add_stepped_end).
+  void step_by_task() noexcept { by_task_ = true; }
+
+ protected:
+  // At the end of end_of_data(): unless a task steps it, all of the work now.
+  void end_unless_stepped() {
+    if (by_task_) return;
+    while (ending()) continue_end();
+  }
+
+ private:
+  bool by_task_ = false;
 };
 
 // Owns a chain's parts; anything a chain builder makes goes here.

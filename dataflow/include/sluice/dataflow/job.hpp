@@ -457,6 +457,7 @@ class keyed_stream {
       using op = keyed_aggregate<K, T, Acc, Out>;
       auto& agg = b.make<op>(typename op::functions{key, fold, emit}, down, b.key_groups(), ttl);
       b.add_state(agg);
+      b.add_stepped_end(agg);
       b.set_input(b.make<gate_input<T>>(agg));
     }, keyed_identity(stage, {"op=aggregate"}));
   }

@@ -4,12 +4,13 @@
 // operators (tumbling and sliding window aggregates, top-N) are in windows.hpp, which this header
 // includes at its end. Keyed operators sit after a key_by exchange, so every record of a key reaches
 // the same task and its state is local. Results are emitted in key order, so a run's output is
-// deterministic: the running aggregate keeps its state in a state_table (state_table.hpp) and sorts
-// its keys once, when it emits.
+// deterministic: the running aggregate keeps its state in a state_table (state_table.hpp) and emits
+// it in key order at the end of its input, in steps (key_order_emission.hpp).
 
 #include <sluice/buffers/codec.hpp>
 #include <sluice/dataflow/collector.hpp>
 #include <sluice/dataflow/key_hash.hpp>
+#include <sluice/dataflow/key_order_emission.hpp>
 #include <sluice/dataflow/state_table.hpp>
 #include <sluice/dataflow/state_ttl.hpp>
 #include <sluice/runtime/fiber.hpp>
@@ -179,22 +180,18 @@ template <class Table, class Refs>
 void sort_by_key(const Table& table, Refs& refs) {
   paced_sort(refs, [&](const auto& a, const auto& b) { return table.key(a) < table.key(b); });
 }
-// The table's entries in key order (an operator's emission order, so its output is deterministic).
-template <class K, class V>
-std::vector<typename state_table<K, V>::ref> in_key_order(const state_table<K, V>& table) {
-  auto refs = table.refs();
-  sort_by_key(table, refs);
-  return refs;
-}
 }  // namespace detail
 
 // Folds every record of a key into an accumulator; at the end of the input emits emit(key, acc) for
 // every key, in key order, once (also across a recovery: the state remembers it was done). The
 // accumulators are in a state_table by key group: a snapshot freezes it and writes it in slices.
-// With a state TTL (state_ttl.hpp) a key's accumulator expires a ttl after its last record: the
-// next record of the key starts from Acc{}, and the end of the input emits only live keys.
+// The emission at the end of the input runs in steps between barriers (stepped_end): a checkpoint
+// taken in the middle of it records the last key emitted, and a recovery from it emits the keys
+// after that one. With a state TTL (state_ttl.hpp) a key's accumulator expires a ttl after its last
+// record: the next record of the key starts from Acc{}, and the end of the input emits only live
+// keys.
 template <class K, class In, class Acc, class Out>
-class keyed_aggregate final : public collector<In>, public stateful, public chain_part {
+class keyed_aggregate final : public collector<In>, public stateful, public chain_part, public stepped_end {
  public:
   struct functions {
     std::function<K(const In&)> key;
@@ -225,29 +222,42 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
     out_->watermark(t);
   }
   void end_of_data() override {
-    if (!emitted_) {
-      if (clock_.processing()) state_.advance_time(clock_.fresh());
-      auto refs = state_.refs();
-      std::erase_if(refs, [this](const auto& r) { return state_.expired(r); });
-      detail::sort_by_key(state_, refs);
-      for (const auto& r : refs) {
-        out_->collect(fns_.emit(state_.key(r), state_.value(r)));
-        runtime::pace_point();
-      }
-      emitted_ = true;
+    if (emitted_) {
+      out_->end_of_data();
+      return;
     }
+    if (clock_.processing()) state_.advance_time(clock_.fresh());
+    emission_.start();
+    last_.reset();
+    end_unless_stepped();
+  }
+  bool ending() const noexcept override { return emission_.active(); }
+  void continue_end() override {
+    const auto keep = [this](ref r) { return !state_.expired(r) && (!resume_after_ || *resume_after_ < state_.key(r)); };
+    const auto emit = [this](ref r) {
+      out_->collect(fns_.emit(state_.key(r), state_.value(r)));
+      last_ = r;
+    };
+    if (!emission_.step(state_, runtime::pace_budget, keep, emit)) return;
+    emitted_ = true;
+    resume_after_.reset();
+    last_.reset();
     out_->end_of_data();
   }
-  // Version 4: (emitted, watermark), then the table (state_table.hpp) from snapshot_rest(). Versions
-  // 3 (emitted, then the table) and 1 (the entries in key order) still restore.
+  // Version 5: (emitted, watermark, whether the emission is under way, the last key it emitted),
+  // then the table (state_table.hpp) from snapshot_rest(). Versions 4 ((emitted, watermark)), 3
+  // (emitted, then the table) and 1 (the entries in key order) still restore.
   std::vector<std::byte> snapshot_state() const override {
-    return detail::encode_head(4, std::make_pair(emitted_, watermark_));
+    std::optional<K> through = resume_after_;
+    if (last_) through = state_.key(*last_);
+    return detail::encode_head(5, std::make_tuple(emitted_, watermark_, through.has_value(), through.value_or(K{})));
   }
   std::unique_ptr<snapshot::deferred_state> snapshot_rest(snapshot::checkpoint_id id) override {
     return state_.freeze(id);
   }
   void checkpoint_completed(snapshot::checkpoint_id id) override { state_.confirm(id); }
   void restore_state(std::span<const std::byte> bytes) override {
+    resume_after_.reset();
     if (!bytes.empty() && bytes[0] == std::byte{1}) {
       state_.clear();
       auto [emitted, entries] =
@@ -260,15 +270,28 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
       emitted_ = detail::restore_with_table<bool>(bytes, "keyed aggregate", state_);
       return;
     }
-    if (!detail::is_version(bytes, 4)) throw std::runtime_error("restore keyed aggregate: unknown state version");
-    std::tie(emitted_, watermark_) = detail::restore_with_table<std::pair<bool, std::uint64_t>>(
-        bytes, "keyed aggregate", state_,
-        [this](const auto& head) { state_.set_time(clock_.processing() ? clock_.fresh() : head.second); });
+    const auto set_time = [this](std::uint64_t watermark) {
+      state_.set_time(clock_.processing() ? clock_.fresh() : watermark);
+    };
+    if (detail::is_version(bytes, 4)) {
+      std::tie(emitted_, watermark_) = detail::restore_with_table<std::pair<bool, std::uint64_t>>(
+          bytes, "keyed aggregate", state_, [&](const auto& head) { set_time(head.second); });
+      return;
+    }
+    if (!detail::is_version(bytes, 5)) throw std::runtime_error("restore keyed aggregate: unknown state version");
+    const auto [emitted, watermark, resuming, through] =
+        detail::restore_with_table<std::tuple<bool, std::uint64_t, bool, K>>(
+            bytes, "keyed aggregate", state_, [&](const auto& head) { set_time(std::get<1>(head)); });
+    emitted_ = emitted;
+    watermark_ = watermark;
+    if (resuming && !runtime::plant_active("emission-cursor-lost")) resume_after_ = through;
   }
   // Keys with an accumulator (expired ones the table has not dropped yet too).
   std::size_t keys() const noexcept { return state_.size(); }
 
  private:
+  using ref = typename state_table<K, Acc>::ref;
+
   functions fns_;
   collector<Out>* out_;
   state_table<K, Acc> state_;
@@ -276,6 +299,9 @@ class keyed_aggregate final : public collector<In>, public stateful, public chai
   std::function<std::uint64_t(const In&)> ttl_time_;  // an event-time TTL's record time
   std::uint64_t watermark_ = 0;
   bool emitted_ = false;
+  detail::key_order_emission<state_table<K, Acc>> emission_;  // the end of the input's
+  std::optional<ref> last_;          // the last entry the emission emitted
+  std::optional<K> resume_after_;    // restored mid-emission: the keys up to this one were emitted
 };
 
 }  // namespace sluice::dataflow

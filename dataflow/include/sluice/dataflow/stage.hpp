@@ -46,6 +46,11 @@ class task_builder {
   // upstream operators are attached (as the typed API does): the task flushes in reverse order,
   // upstream first, so a flush's output is flushed on by any flushable below it.
   void add_flushable(flushable& f) { flushables_.push_back(&f); }
+  // An operator whose end of the input the task runs in steps (collector.hpp).
+  void add_stepped_end(stepped_end& s) {
+    s.step_by_task();
+    enders_.push_back(&s);
+  }
   void set_input(input_head& h) { input_ = &h; }
   void set_source(source_head& s) { source_ = &s; }
   void set_output(output_tail& t) { output_ = &t; }
@@ -111,6 +116,7 @@ class task_builder {
   std::vector<std::unique_ptr<chain_part>> parts_;
   std::vector<stateful*> states_;  // operator index = position
   std::vector<flushable*> flushables_;  // downstream first
+  std::vector<stepped_end*> enders_;
   input_head* input_ = nullptr;
   source_head* source_ = nullptr;
   output_tail* output_ = nullptr;

@@ -179,12 +179,15 @@ class state_table {
   // Calls f(ref) for every entry (an operator rebuilding its own index after a restore).
   template <class F>
   void for_each_ref(F&& f) const {
-    for (key_group g = 0; g < groups_; ++g) {
-      const partition* p = partitions_[g].get();
-      if (p == nullptr) continue;
-      for (std::uint32_t c = 0; c < p->used; ++c) {
-        if (p->at(c).live()) f(ref{g, c});
-      }
+    for (key_group g = 0; g < groups_; ++g) for_each_ref_in(g, f);
+  }
+  // Calls f(ref) for every entry of key group g.
+  template <class F>
+  void for_each_ref_in(key_group g, F&& f) const {
+    const partition* p = partitions_[g].get();
+    if (p == nullptr) return;
+    for (std::uint32_t c = 0; c < p->used; ++c) {
+      if (p->at(c).live()) f(ref{g, c});
     }
   }
   // Every entry's ref (for an operator's own ordering, such as key order at the end of the input).
