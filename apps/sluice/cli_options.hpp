@@ -86,6 +86,15 @@ CLI::Option* add_required_number_option(CLI::App& command, const std::string& fl
   return command.add_option(flags, target, help)->required()->transform(range_of<T>(min, max));
 }
 
+// The same for an option the user may leave out: target keeps its value (a "not given" marker
+// outside the range) unless the user gives one in the range.
+template <number_option_target T>
+CLI::Option* add_optional_number_option(CLI::App& command, const std::string& flags, T& target,
+                                        const std::string& help, std::type_identity_t<T> min,
+                                        std::type_identity_t<T> max) {
+  return command.add_option(flags, target, help)->transform(range_of<T>(min, max));
+}
+
 // Parses the command line. Returns nullopt when the chosen command should run, else the process
 // exit code: 0 after --help or --version (printed on stdout), exit_usage after a usage error
 // (CLI11's message on stderr).

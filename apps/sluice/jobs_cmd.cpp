@@ -19,6 +19,7 @@
 #include <csignal>
 #include <filesystem>
 #include <new>
+#include <stdexcept>
 #include <exception>
 
 namespace sluice::apps {
@@ -296,17 +297,29 @@ void add_join_options(CLI::App& command, join_cli& o) {
                      "Directory for the published output files ('window_start key left_payload right_payload' "
                      "lines), or nats://HOST:PORT/SUBJECT or kafka://BROKERS/TOPIC (a message a line)")
       ->required();
-  add_required_number_option(command, "--window-ms", o.window_ms, "Tumbling window size in milliseconds", 1,
-                             limits::max_span_ms);
+  add_optional_number_option(command, "--window-ms", o.window_ms,
+                    "Tumbling window size in milliseconds: rows of a key in the same window join (the window join)",
+                    1, limits::max_span_ms);
+  add_optional_number_option(command, "--state-ttl-ms", o.state_ttl_ms,
+                    "Instead of --window-ms: a regular join whose rows of a key join when less than this many "
+                    "milliseconds apart; its state keeps each row this long past the watermark (an event-time "
+                    "state TTL), so it runs in bounded memory. Output lines 'left_time key left_payload "
+                    "right_payload'",
+                    1, limits::max_span_ms);
   add_slow_sink_option(command, o.slow_sink_us);
   add_job_options(command, o.job);
 }
 
 int run_join(const join_cli& o) {
   return run_sample("join", o.job, [&o](dataflow::job_builder& job) {
+    if ((o.window_ms == 0) == (o.state_ttl_ms == 0)) {
+      throw std::invalid_argument("give --window-ms (the window join) or --state-ttl-ms (a regular join with a "
+                                  "state TTL), one of them");
+    }
     dataflow::join_options options;
     options.parallelism = o.job.parallelism;
-    options.window_ms = o.window_ms;
+    options.window_ms = o.window_ms == 0 ? options.window_ms : o.window_ms;
+    options.state_ttl_ms = o.state_ttl_ms;
     options.slow_sink = std::chrono::microseconds(o.slow_sink_us);
     options.max_out_of_orderness_ms = o.max_out_of_orderness_ms;
     set_join_io(options, o.left, o.right, o.bounded);

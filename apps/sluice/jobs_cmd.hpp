@@ -42,7 +42,8 @@ struct join_cli {
   std::string left;
   std::string right;
   std::string output;
-  std::uint64_t window_ms = 0;
+  std::uint64_t window_ms = 0;     // 0: not given
+  std::uint64_t state_ttl_ms = 0;  // 0: not given (the window join)
   std::uint64_t slow_sink_us = 0;
   bool bounded = false;
   std::uint64_t max_out_of_orderness_ms = 0;

@@ -6,6 +6,7 @@
 //   sluice demo [options]          an echo server and clients on the runtime, with a summary
 //   sluice wordcount --input F --output D --checkpoint-dir C [...]   the word-count job
 //   sluice join --left F --right F --output D --checkpoint-dir C --window-ms W [...]   the window join
+//     (--state-ttl-ms T instead of --window-ms: a regular join with a state TTL)
 //   sluice corpus / sluice join-input   generate inputs for them
 //   sluice nexmark-events --events N --output F   Nexmark's events as JSON lines
 //   sluice checkpoints DIR [--json] the checkpoints under DIR, validated, and the resume point
