@@ -13,9 +13,10 @@
 // - the job resumed from its last checkpoint (the finished job's final one, maybe a delta on a
 //   chain): restore time, from the run's start to every task restored (median of --runs), and the
 //   full state of that checkpoint;
-// - resident memory per key, of the job and of the baseline: each run once more in a forked child
-//   (resident.hpp), the resident memory it added at its peak less what the same run adds over a
-//   corpus of as many lines of a 100-word vocabulary (an empty state), divided by the distinct keys.
+// - resident memory per key, of the job and of the baseline: each run --runs times more in a forked
+//   child (resident.hpp), the resident memory it added at its peak less what the same run adds over
+//   as many lines of 100 distinct ids (an empty state: the same words and lines, few keys),
+//   divided by the distinct keys (median of the runs).
 
 #include "bench.hpp"
 #include "resident.hpp"
@@ -179,15 +180,16 @@ class state_bench final : public benchmark {
           return words / s;
         },
         [&] { return words / one_thread_count_seconds(input); });
-    measure_memory(dir, input, lines, distinct, f);
+    measure_memory(dir, input, lines, distinct, common.runs, f);
     report(common, out, distinct, r, f);
   }
 
   // Resident memory per key of the job and the baseline (see the top of the file), into `f`.
   void measure_memory(const std::string& dir, const std::string& input, std::uint64_t lines, std::size_t distinct,
-                      size_figures& f) const {
-    const std::string empty = dir + "/vocabulary.txt";
-    auto written = runtime::sync_wait(df::write_corpus(empty, lines, 42, 0));
+                      unsigned runs, size_figures& f) const {
+    constexpr std::uint64_t empty_keys = 100;  // ids of the same shape as the measured ones, a state of ~0 bytes
+    const std::string empty = dir + "/empty-state.txt";
+    auto written = runtime::sync_wait(df::write_corpus(empty, lines, 42, empty_keys));
     if (!written) throw std::runtime_error(written.error().message());
     const auto interval = std::chrono::milliseconds(interval_ms_);
     const auto job = [&](const std::string& corpus) {
@@ -198,8 +200,15 @@ class state_bench final : public benchmark {
       return static_cast<double>(peak_resident_growth_bytes([&] { one_thread_count_seconds(corpus); }));
     };
     const auto per_key = [&](double full, double none) { return std::max(full - none, 0.0) / static_cast<double>(distinct); };
-    f.bytes_per_key = per_key(job(input), job(empty));
-    f.baseline_bytes_per_key = per_key(baseline(input), baseline(empty));
+    // The peak catches what is in flight at that moment too (output, checkpoint buffers): a median.
+    std::vector<double> jobs;
+    std::vector<double> baselines;
+    for (unsigned i = 0; i < runs; ++i) {
+      jobs.push_back(per_key(job(input), job(empty)));
+      baselines.push_back(per_key(baseline(input), baseline(empty)));
+    }
+    f.bytes_per_key = median(jobs);
+    f.baseline_bytes_per_key = median(baselines);
     std::filesystem::remove_all(dir + "/memory");
     std::filesystem::remove(empty);
   }
