@@ -12,9 +12,14 @@
 //   (checkpoint_info::state_bytes, as `sluice checkpoints` shows it), median;
 // - the job resumed from its last checkpoint (the finished job's final one, maybe a delta on a
 //   chain): restore time, from the run's start to every task restored (median of --runs), and the
-//   full state of that checkpoint.
+//   full state of that checkpoint;
+// - resident memory per key, of the job and of the baseline: each run --runs times more in a forked
+//   child (resident.hpp), the resident memory it added at its peak less what the same run adds over
+//   as many lines of 100 distinct ids (an empty state: the same words and lines, few keys),
+//   divided by the distinct keys (median of the runs).
 
 #include "bench.hpp"
+#include "resident.hpp"
 #include "wordcount_runs.hpp"
 
 #include <sluice/dataflow/generator.hpp>
@@ -72,6 +77,8 @@ struct size_figures {
   std::vector<double> state_bytes;    // per checkpoint kept on disk: the full state a recovery reads
   std::vector<double> restore_state_bytes;  // the full state of the checkpoint the resumed run read
   std::vector<double> restore_ms;
+  double bytes_per_key = 0;           // resident memory per key: the job's
+  double baseline_bytes_per_key = 0;  //                           the baseline's
 };
 
 runtime::task<io::result<std::vector<ss::checkpoint_info>>> list_checkpoints(std::string dir) {
@@ -98,7 +105,7 @@ class state_bench final : public benchmark {
   std::string_view name() const noexcept override { return "state"; }
   std::string_view description() const noexcept override {
     return "keyed state at 100 to millions of keys: throughput vs a one-thread count, checkpoint duration, sync "
-           "stall, bytes each checkpoint wrote and its full state, restore time";
+           "stall, bytes each checkpoint wrote and its full state, restore time, resident memory per key";
   }
   std::vector<option> options() override {
     return {{"--keys", "distinct keys, a comma-separated list (each size is measured in turn)", &keys_},
@@ -173,22 +180,53 @@ class state_bench final : public benchmark {
           return words / s;
         },
         [&] { return words / one_thread_count_seconds(input); });
+    measure_memory(dir, input, lines, distinct, common.runs, f);
     report(common, out, distinct, r, f);
+  }
+
+  // Resident memory per key of the job and the baseline (see the top of the file), into `f`.
+  void measure_memory(const std::string& dir, const std::string& input, std::uint64_t lines, std::size_t distinct,
+                      unsigned runs, size_figures& f) const {
+    constexpr std::uint64_t empty_keys = 100;  // ids of the same shape as the measured ones, a state of ~0 bytes
+    const std::string empty = dir + "/empty-state.txt";
+    auto written = runtime::sync_wait(df::write_corpus(empty, lines, 42, empty_keys));
+    if (!written) throw std::runtime_error(written.error().message());
+    const auto interval = std::chrono::milliseconds(interval_ms_);
+    const auto job = [&](const std::string& corpus) {
+      return static_cast<double>(peak_resident_growth_bytes(
+          [&] { run_wordcount_job("state", dir + "/memory", corpus, parallelism_, interval, true); }));
+    };
+    const auto baseline = [&](const std::string& corpus) {
+      return static_cast<double>(peak_resident_growth_bytes([&] { one_thread_count_seconds(corpus); }));
+    };
+    const auto per_key = [&](double full, double none) { return std::max(full - none, 0.0) / static_cast<double>(distinct); };
+    // The peak catches what is in flight at that moment too (output, checkpoint buffers): a median.
+    std::vector<double> jobs;
+    std::vector<double> baselines;
+    for (unsigned i = 0; i < runs; ++i) {
+      jobs.push_back(per_key(job(input), job(empty)));
+      baselines.push_back(per_key(baseline(input), baseline(empty)));
+    }
+    f.bytes_per_key = median(jobs);
+    f.baseline_bytes_per_key = median(baselines);
+    std::filesystem::remove_all(dir + "/memory");
+    std::filesystem::remove(empty);
   }
 
   void report(const common_options& common, const reporter& out, std::size_t distinct, const paired_result& r,
               const size_figures& f) const {
     const auto longest = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
+    const double memory_ratio = f.baseline_bytes_per_key > 0 ? f.bytes_per_key / f.baseline_bytes_per_key : 0.0;
     out.result(name(),
                fmt::format("state, {} keys: {}/s words  baseline (one thread, unordered_map) {}/s  ratio {:.2f}  |  "
                            "{} checkpoints: {:.0f} ms median, {:.0f} ms longest, sync longest {:.0f} us, wrote {} "
                            "median  |  full state {} median of the {} kept  |  restore {:.0f} ms of a {} full state  "
-                           "(parallelism {}, every {} ms)",
+                           "|  resident {:.0f} B per key, baseline {:.0f} B, ratio {:.2f}  (parallelism {}, every {} ms)",
                            distinct, human_rate(r.figure), human_rate(r.baseline), r.figure / r.baseline,
                            f.duration_ms.size(), median(f.duration_ms), longest(f.duration_ms), longest(f.sync_us),
                            human_bytes(median(f.written_bytes)), human_bytes(median(f.state_bytes)),
                            f.state_bytes.size(), median(f.restore_ms), human_bytes(median(f.restore_state_bytes)),
-                           parallelism_, interval_ms_),
+                           f.bytes_per_key, f.baseline_bytes_per_key, memory_ratio, parallelism_, interval_ms_),
                {{"keys", std::uint64_t{distinct}},
                 {"words_per_s", r.figure},
                 {"baseline_words_per_s", r.baseline},
@@ -202,6 +240,9 @@ class state_bench final : public benchmark {
                 {"state_checkpoints", std::uint64_t{f.state_bytes.size()}},
                 {"restore_ms", median(f.restore_ms)},
                 {"restore_state_bytes", median(f.restore_state_bytes)},
+                {"bytes_per_key", f.bytes_per_key},
+                {"baseline_bytes_per_key", f.baseline_bytes_per_key},
+                {"bytes_per_key_ratio", memory_ratio},
                 {"parallelism", std::uint64_t{parallelism_}},
                 {"interval_ms", interval_ms_},
                 {"runs", std::uint64_t{common.runs}}});

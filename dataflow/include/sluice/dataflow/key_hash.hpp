@@ -8,29 +8,49 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <span>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 namespace sluice::dataflow {
 
+namespace detail {
+inline constexpr std::uint64_t fnv_offset = 1469598103934665603ull;
+inline constexpr std::uint64_t fnv_prime = 1099511628211ull;
+inline std::uint64_t fnv1a(std::uint64_t h, const unsigned char* p, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * fnv_prime;
+  return h;
+}
+}  // namespace detail
+
 // A stable 64-bit hash of a key's encoding (FNV-1a). Keys of up to 256 encoded bytes are encoded on
-// the stack: no allocation per record.
+// the stack: no allocation per record. A string (the commonest key) is hashed in place: its encoding
+// is its length as a little-endian u32, then its bytes (codec<std::string>), and the hash is FNV-1a
+// of exactly those bytes, without copying them.
 template <class K>
 std::uint64_t stable_hash(const K& key) {
-  const std::size_t n = buffers::codec<K>::encoded_size(key);
-  std::array<std::byte, 256> small;
-  std::vector<std::byte> large;
-  std::span<std::byte> bytes(small.data(), n <= small.size() ? n : 0);
-  if (n > small.size()) {
-    large.resize(n);
-    bytes = large;
+  if constexpr (std::is_same_v<K, std::string>) {
+    const std::uint32_t length = buffers::detail::to_little(buffers::detail::checked_u32(key.size(), "string"));
+    unsigned char prefix[sizeof length];
+    std::memcpy(prefix, &length, sizeof length);
+    const std::uint64_t h = detail::fnv1a(detail::fnv_offset, prefix, sizeof prefix);
+    return detail::fnv1a(h, reinterpret_cast<const unsigned char*>(key.data()), key.size());
+  } else {
+    const std::size_t n = buffers::codec<K>::encoded_size(key);
+    std::array<std::byte, 256> small;
+    std::vector<std::byte> large;
+    std::span<std::byte> bytes(small.data(), n <= small.size() ? n : 0);
+    if (n > small.size()) {
+      large.resize(n);
+      bytes = large;
+    }
+    buffers::byte_writer w(bytes);
+    buffers::codec<K>::encode(w, key);
+    return detail::fnv1a(detail::fnv_offset, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   }
-  buffers::byte_writer w(bytes);
-  buffers::codec<K>::encode(w, key);
-  std::uint64_t h = 1469598103934665603ull;
-  for (std::byte b : bytes) h = (h ^ std::to_integer<std::uint64_t>(b)) * 1099511628211ull;
-  return h;
 }
 
 template <class K>

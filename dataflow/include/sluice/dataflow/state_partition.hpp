@@ -41,7 +41,8 @@ struct state_cell {
   bool live() const noexcept { return stamp != dead_cell; }
   std::uint32_t stamp = dead_cell;  // the epoch the entry was made in or last captured for; dead: free
   std::uint32_t changed = 0;        // the epoch of its last write
-  std::uint32_t hash = 0;
+  // No hash here: the bucket holds it, and a removal (rare beside lookups) computes it again. Without
+  // it a cell of a std::string key and an 8-byte value is 48 bytes, not 56.
   union {
     std::pair<K, V> entry;
   };
@@ -103,7 +104,6 @@ struct state_partition {
     new (&x.entry) std::pair<K, V>(std::piecewise_construct, std::forward_as_tuple(key), std::forward_as_tuple());
     x.stamp = epoch;
     x.changed = epoch;
-    x.hash = h;
     place(state_bucket{c + 1, h});
     ++live;
     return c;
@@ -121,7 +121,7 @@ struct state_partition {
       if (b.cell_plus_one != 0) place(b);
     }
   }
-  // Frees cell c (its bucket found by hash) and closes the gap in the index.
+  // Frees cell c (its bucket found by h, the hash its bucket holds) and closes the gap in the index.
   void remove(std::uint32_t c, std::uint32_t h) {
     const std::size_t mask = index.size() - 1;
     std::size_t i = h & mask;

@@ -235,21 +235,19 @@ class state_table {
   }
   // Erases the key's entry, expired or not.
   bool erase(const K& key) {
-    const std::optional<ref> r = locate_any(key);
-    if (!r) return false;
-    erase(*r);
+    const std::uint64_t h = traits::group_hash(key);
+    const key_group g = key_group_of_hash(h, groups_);
+    const partition* p = partitions_[g].get();
+    if (p == nullptr) return false;
+    const std::uint32_t h32 = hash32(traits::own_hash(key, h));
+    const std::size_t at = p->find(key, h32);
+    if (at == detail::no_bucket) return false;
+    erase(ref{g, p->index[at].cell()}, h32);
     return true;
   }
   void erase(ref r) {
-    partition& p = *partitions_[r.group];
-    cell& x = p.at(r.cell);
-    capture(r, x);
-    // A later delta says so: one on the base, or on a snapshot frozen and not yet confirmed. With
-    // neither (no checkpoint yet, or none taken at all), no delta can need it: nothing is kept, so a
-    // job without checkpoints that erases all along (windows firing) does not pile tombstones up.
-    if (incremental_ && (base_ || !pending_.empty())) p.erased.push_back({epoch_, x.entry.first});
-    p.remove(r.cell, x.hash);
-    --size_;
+    const K& key = cell_of(r).entry.first;
+    erase(r, hash32(traits::own_hash(key, traits::group_hash(key))));
   }
   // Forgets everything (a restore starts from here), the delta base too. Abandons an ongoing
   // snapshot.
@@ -626,6 +624,18 @@ class state_table {
     if (frozen_->timed) detail::write_u64(w, written_at(r));
     ++s.entries;
     x.stamp = frozen_->epoch;
+  }
+  // Erases the entry at r, whose key's bucket hash is h32.
+  void erase(ref r, std::uint32_t h32) {
+    partition& p = *partitions_[r.group];
+    cell& x = p.at(r.cell);
+    capture(r, x);
+    // A later delta says so: one on the base, or on a snapshot frozen and not yet confirmed. With
+    // neither (no checkpoint yet, or none taken at all), no delta can need it: nothing is kept, so a
+    // job without checkpoints that erases all along (windows firing) does not pile tombstones up.
+    if (incremental_ && (base_ || !pending_.empty())) p.erased.push_back({epoch_, x.entry.first});
+    p.remove(r.cell, h32);
+    --size_;
   }
   void abandon() {
     if (frozen_ == nullptr) return;
