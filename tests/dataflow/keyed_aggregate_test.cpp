@@ -2,6 +2,8 @@
 // whatever order the keys came in, a snapshot (its bytes and the table's slices written after)
 // restores to the same state whatever that order, and a restored aggregate goes on from it.
 
+#include "aggregate_support.hpp"
+
 #include <sluice/dataflow/operators.hpp>
 
 #include <catch2/catch.hpp>
@@ -15,31 +17,11 @@ using namespace sluice::dataflow;
 
 namespace {
 
-using counted = std::pair<std::string, std::uint64_t>;
-using counter = keyed_aggregate<std::string, std::string, std::uint64_t, counted>;
-
-struct lines final : collector<counted> {
-  std::vector<counted> seen;
-  int ends = 0;
-  void collect(const counted& c) override { seen.push_back(c); }
-  void watermark(std::uint64_t) override {}
-  void end_of_data() override { ++ends; }
-};
-
-// What a checkpoint stores: the operator's bytes, then its table's slices.
-std::vector<std::byte> full_snapshot(counter& c) {
-  std::vector<std::byte> out = c.snapshot_state();
-  if (auto rest = c.snapshot_rest(sluice::snapshot::no_checkpoint)) {
-    while (!rest->next_slice(out, 16)) {
-    }
-  }
-  return out;
-}
-
-counter::functions count_words() {
-  return {[](const std::string& w) { return w; }, [](std::uint64_t& n, const std::string&) { ++n; },
-          [](const std::string& w, const std::uint64_t& n) { return counted(w, n); }};
-}
+using sluice::test::count_words;
+using sluice::test::counted;
+using sluice::test::counter;
+using sluice::test::full_snapshot;
+using sluice::test::lines;
 
 }  // namespace
 

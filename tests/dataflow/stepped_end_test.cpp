@@ -8,6 +8,8 @@
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
 #pragma GCC diagnostic ignored "-Wrestrict"
 
+#include "aggregate_support.hpp"
+
 #include <sluice/dataflow/key_order_emission.hpp>
 #include <sluice/dataflow/operators.hpp>
 
@@ -24,30 +26,11 @@ using namespace sluice::dataflow;
 
 namespace {
 
-using counted = std::pair<std::string, std::uint64_t>;
-using counter = keyed_aggregate<std::string, std::string, std::uint64_t, counted>;
-
-struct lines final : collector<counted> {
-  std::vector<counted> seen;
-  int ends = 0;
-  void collect(const counted& c) override { seen.push_back(c); }
-  void watermark(std::uint64_t) override {}
-  void end_of_data() override { ++ends; }
-};
-
-std::vector<std::byte> full_snapshot(counter& c) {
-  std::vector<std::byte> out = c.snapshot_state();
-  if (auto rest = c.snapshot_rest(sluice::snapshot::no_checkpoint)) {
-    while (!rest->next_slice(out, 64)) {
-    }
-  }
-  return out;
-}
-
-counter::functions count_words() {
-  return {[](const std::string& w) { return w; }, [](std::uint64_t& n, const std::string&) { ++n; },
-          [](const std::string& w, const std::uint64_t& n) { return counted(w, n); }};
-}
+using sluice::test::count_words;
+using sluice::test::counted;
+using sluice::test::counter;
+using sluice::test::full_snapshot;
+using sluice::test::lines;
 
 std::string id(std::size_t i) { return "u" + std::to_string(i); }
 
